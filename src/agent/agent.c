@@ -115,6 +115,8 @@ int agent_new(const ts_agent_config *cfg, ts_agent_node *node, ts_agent **out, t
     agent_disk_limits(&a->cfg);
     ts_err ie;
     a->images_ok = agent_image_store_open(&a->images, images, cfg->image_budget_bytes, &ie) == 0;
+    /* an image's unpack leaves the disk reserve free, as a task's layer does */
+    a->images.limits.min_free_bytes = a->cfg.disk_reserve_mib << 20;
     if (!a->images_ok)
         snprintf(a->images_error, sizeof a->images_error, "%s", ie.msg);
     if (a->images_ok && cfg->p2p_listen[0]) {

@@ -51,6 +51,8 @@ int agent_image_file_digest(const char *path, char *out, ts_err *err);
 typedef struct ts_unpack_limits {
     long long max_bytes;    /* file contents written, all layers; 0: the default */
     long long max_entries;  /* 0: TS_IMAGE_ENTRIES_MAX */
+    long long min_free_bytes; /* stopped (TS_ENOSPC) before its filesystem has less free (the
+                                 node's disk reserve); 0: not looked at */
 } ts_unpack_limits;
 
 typedef struct ts_unpack_stats {

@@ -134,6 +134,10 @@ int agent_image_store_open(ts_image_store *st, const char *root, long long budge
                           sizeof st->root - 101);
     snprintf(st->root, sizeof st->root, "%s", root);
     st->budget_bytes = budget_bytes > 0 ? budget_bytes : 0;
+    /* an image bigger than the whole budget never stays: its unpack stops
+     * there, not after it filled the disk */
+    if (st->budget_bytes > 0 && st->budget_bytes < TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT)
+        st->limits.max_bytes = st->budget_bytes;
     char p[700];
     const char *subs[] = {"blobs/sha256", "images", "tmp"};
     for (size_t i = 0; i < sizeof subs / sizeof subs[0]; i++) {

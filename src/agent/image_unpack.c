@@ -35,6 +35,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/statvfs.h>
 #include <unistd.h>
 #include <zlib.h>
 
@@ -51,6 +52,7 @@
 #define REMOVE_DEPTH_MAX 512
 #define WHITEOUT_PREFIX ".wh."
 #define WHITEOUT_OPAQUE ".wh..wh..opq"
+#define FREE_CHECK_BYTES (16LL << 20)
 
 typedef struct reader {
     int fd;
@@ -58,6 +60,10 @@ typedef struct reader {
     z_stream z;
     unsigned char in[READ_CHUNK_BYTES];
     long long out_total, out_max;
+    /* the filesystem written to (root_fd) keeps min_free bytes free: looked
+     * at every FREE_CHECK_BYTES of output */
+    int root_fd;
+    long long min_free, next_free_check;
     /* a layer read as it arrives (agent_image_unpack_stream): its bytes
      * [0, pos) read so far, and hashed into hash */
     ts_unpack_feed *feed;
@@ -154,6 +160,15 @@ static int rd_fill(reader *r, unsigned char *buf, size_t n, ts_err *err)
         return ts_err_set(err, TS_ENOSPC,
                           "unpacks past the limit of %lld bytes (a decompression bomb?)",
                           r->out_max);
+    struct statvfs v;
+    if (r->min_free > 0 && r->out_total >= r->next_free_check) {
+        r->next_free_check = r->out_total + FREE_CHECK_BYTES;
+        if (fstatvfs(r->root_fd, &v) == 0 &&
+            (long long)v.f_bavail * (long long)v.f_frsize < r->min_free)
+            return ts_err_set(err, TS_ENOSPC, "unpacking it would leave less than the node's "
+                              "disk reserve of %lld MiB free (%lld bytes unpacked)",
+                              r->min_free >> 20, r->out_total);
+    }
     return 0;
 }
 
@@ -591,7 +606,7 @@ static int unpack(reader *r, int root_fd, long long max_entries, ts_unpack_stats
 /* r for the layer open as fd (r->feed set before: read as it arrives),
  * gzip or not as its first two bytes say; NULL out of memory. */
 static reader *reader_new(int fd, ts_unpack_feed *feed, const ts_unpack_limits *lim,
-                          const ts_unpack_stats *stats)
+                          const ts_unpack_stats *stats, int root_fd)
 {
     reader *r = calloc(1, sizeof *r);
     if (!r)
@@ -608,6 +623,8 @@ static reader *reader_new(int fd, ts_unpack_feed *feed, const ts_unpack_limits *
     }
     r->out_total = stats->bytes;
     r->out_max = lim && lim->max_bytes > 0 ? lim->max_bytes : TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT;
+    r->root_fd = root_fd;
+    r->min_free = lim ? lim->min_free_bytes : 0;
     return r;
 }
 
@@ -629,7 +646,7 @@ int agent_image_unpack_layer(int root_fd, const char *path, const ts_unpack_limi
     int fd = open(path, O_RDONLY | O_CLOEXEC);
     if (fd < 0)
         return ts_err_set(err, TS_ENOENT, "%s: %s", path, strerror(errno));
-    reader *r = reader_new(fd, NULL, lim, stats);
+    reader *r = reader_new(fd, NULL, lim, stats, root_fd);
     int rc = r ? unpack(r, root_fd, entries_max(lim), stats, err)
                : ts_err_set(err, TS_ENOMEM, "out of memory (a reader, zlib)");
     if (r)
@@ -660,7 +677,7 @@ int agent_image_unpack_stream(int root_fd, int fd, ts_unpack_feed *feed, const c
     gnutls_hash_hd_t h;
     if (gnutls_hash_init(&h, GNUTLS_DIG_SHA256) != 0)
         return ts_err_set(err, TS_ENOMEM, "sha256: cannot start");
-    reader *r = reader_new(fd, feed, lim, stats);
+    reader *r = reader_new(fd, feed, lim, stats, root_fd);
     int rc = r ? 0 : ts_err_set(err, TS_ENOMEM, "out of memory (a reader, zlib)");
     if (r) {
         r->hash = h;

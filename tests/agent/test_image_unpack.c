@@ -348,6 +348,33 @@ static void escaping_whiteouts_refused(void **state)
     assert_false(exists(root, "out"));
 }
 
+static void the_disk_reserve_stops_an_unpack(void **state)
+{
+    (void)state;
+    tarbuf t = {0};
+    tb_file(&t, "small", "x");
+    tb_write(&t);
+    ts_unpack_stats st = {0};
+    ts_err err = {0};
+    /* more free than any disk has: stopped at the first look */
+    ts_unpack_limits lim = {.min_free_bytes = 1LL << 60};
+    assert_int_equal(agent_image_unpack_layer(root_fd, layer, &lim, &st, &err), TS_ENOSPC);
+    assert_non_null(strstr(err.msg, "disk reserve"));
+    lim.min_free_bytes = 1; /* a reserve the disk keeps */
+    st = (ts_unpack_stats){0};
+    assert_int_equal(agent_image_unpack_layer(root_fd, layer, &lim, &st, &err), 0);
+    assert_true(exists(root, "small"));
+    /* a store's budget bounds what one image unpacks: past it, the image
+     * could never stay */
+    char dir[300];
+    snprintf(dir, sizeof dir, "%s/store", top);
+    ts_image_store store;
+    assert_int_equal(agent_image_store_open(&store, dir, 1LL << 20, &err), 0);
+    assert_int_equal(store.limits.max_bytes, 1LL << 20);
+    assert_int_equal(agent_image_store_open(&store, dir, 0, &err), 0);
+    assert_int_equal(store.limits.max_bytes, 0);
+}
+
 static void decompression_bomb_stopped(void **state)
 {
     (void)state;
@@ -440,6 +467,7 @@ int main(void)
         cmocka_unit_test_setup_teardown(setid_bits_cleared, setup, teardown),
         cmocka_unit_test_setup_teardown(escaping_whiteouts_refused, setup, teardown),
         cmocka_unit_test_setup_teardown(decompression_bomb_stopped, setup, teardown),
+        cmocka_unit_test_setup_teardown(the_disk_reserve_stops_an_unpack, setup, teardown),
         cmocka_unit_test_setup_teardown(damaged_tar_refused, setup, teardown),
         cmocka_unit_test(references_parse),
     };
