@@ -175,7 +175,8 @@ static CUresult charged_plain(enum plain_alloc kind, void *dptr, size_t bytesize
     if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
         !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
         return plain_call(kind, dptr, bytesize, flags);
-    uint64_t bytes = shim_mem_rounded(bytesize, d->gran); /* managed: as if resident on the device */
+    /* managed memory is charged as if resident on the device */
+    uint64_t bytes = shim_mem_rounded(bytesize, d->gran);
     if (shim_mem_reserve(d, bytes) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
     CUresult r = plain_call(kind, dptr, bytesize, flags);
