@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "launch_record.h"
+#include "io/write_all.h"
 
 #define REC_VERSION_LINE "tessera-task-record 1"
 #define EXIT_VERSION_LINE "tessera-task-exit 1"
@@ -101,20 +102,6 @@ void agent_rec_head(ts_sbuf *b, const char *id, pid_t pid, unsigned long long st
     agent_sb_str(b, "\n");
 }
 
-static int write_all(int fd, const char *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t w = write(fd, p, n);
-        if (w < 0 && errno == EINTR)
-            continue;
-        if (w <= 0)
-            return -1;
-        p += w;
-        n -= (size_t)w;
-    }
-    return 0;
-}
-
 /* tmp made anew for writing: never a file (or a link) someone left under
  * the name; -1 (errno) */
 static int open_new(const char *tmp)
@@ -152,7 +139,7 @@ int agent_rec_put(const char *tmp, const char *path, const char *a, size_t alen,
     int fd = open_new(tmp);
     if (fd < 0)
         return -1;
-    bool ok = write_all(fd, a, alen) == 0 && write_all(fd, b, blen) == 0;
+    bool ok = io_write_all(fd, a, alen) == 0 && io_write_all(fd, b, blen) == 0;
     return close_and_rename(fd, tmp, path, ok, ok ? 0 : errno);
 }
 

@@ -341,29 +341,44 @@ static size_t publish_lines(const net_names *nn, const char *verb, const net_sta
     return n;
 }
 
-/* The task other than skip whose state publishes port here, into who; false if none. */
-static bool publish_taken(const char *state_dir, const char *port, const char *skip, char *who,
-                          size_t len)
+/* The first task here other than skip (NULL: none skipped) with a state
+ * file that match says yes to (match NULL: any state file, unread), its id
+ * into who (room len; who NULL: not wanted); false if none. */
+static bool state_find(const char *state_dir, const char *skip,
+                       bool (*match)(const net_state *s, const void *arg), const void *arg,
+                       char *who, size_t len)
 {
     char dir[700];
     snprintf(dir, sizeof dir, "%s/net", state_dir);
     DIR *d = opendir(dir);
     if (!d)
         return false;
-    bool taken = false;
+    bool found = false;
     struct dirent *e;
-    while (!taken && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, skip) == 0)
+    while (!found && (e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || (skip && strcmp(e->d_name, skip) == 0))
             continue;
         char path[1024];
         net_state s;
         snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        taken = state_read(path, &s) == 0 && port_listed(s.publish, port);
-        if (taken)
+        found = !match || (state_read(path, &s) == 0 && match(&s, arg));
+        if (found && who)
             snprintf(who, len, "%s", e->d_name);
     }
     closedir(d);
-    return taken;
+    return found;
+}
+
+static bool publishes(const net_state *s, const void *port)
+{
+    return port_listed(s->publish, port);
+}
+
+/* The task other than skip whose state publishes port here, into who; false if none. */
+static bool publish_taken(const char *state_dir, const char *port, const char *skip, char *who,
+                          size_t len)
+{
+    return state_find(state_dir, skip, publishes, port, who, len);
 }
 
 /* The task's bindings (port, address, MAC) in the bridge table where its
@@ -616,26 +631,15 @@ bool agent_net_has(const char *state_dir, const char *task_id)
     return access(path, F_OK) == 0 || access(nspath, F_OK) == 0;
 }
 
+static bool names_vni(const net_state *s, const void *vni)
+{
+    return s->vni == *(const unsigned *)vni;
+}
+
 /* Whether a state file other than skip's names vni. */
 static bool vni_in_use(const char *state_dir, unsigned vni, const char *skip)
 {
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/net", state_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool used = false;
-    struct dirent *e;
-    while (!used && (e = readdir(d)) != NULL) {
-        if (e->d_name[0] == '.' || strcmp(e->d_name, skip) == 0)
-            continue;
-        char path[1024];
-        net_state s;
-        snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-        used = state_read(path, &s) == 0 && s.vni == vni;
-    }
-    closedir(d);
-    return used;
+    return state_find(state_dir, skip, names_vni, &vni, NULL, 0);
 }
 
 /* Moves the task's NICs back to the agent's namespace before its own goes:
@@ -664,17 +668,7 @@ static void nics_home(const char *ns, const net_state *s, int *rc, ts_err *err)
 /* Whether any task has network state here. */
 static bool any_state(const char *state_dir)
 {
-    char dir[700];
-    snprintf(dir, sizeof dir, "%s/net", state_dir);
-    DIR *d = opendir(dir);
-    if (!d)
-        return false;
-    bool any = false;
-    struct dirent *e;
-    while (!any && (e = readdir(d)) != NULL)
-        any = e->d_name[0] != '.';
-    closedir(d);
-    return any;
+    return state_find(state_dir, NULL, NULL, NULL, NULL, 0);
 }
 
 int agent_net_teardown(const char *state_dir, const char *task_id, ts_err *err)

@@ -502,6 +502,13 @@ static json_t *build_command(const char *script, size_t len, const ts_sbatch_inp
 
 /* ---- the environment ----------------------------------------------------------------- */
 
+/* o's key set to the string v when an option gave it (v not NULL). */
+static void set_given(json_t *o, const char *key, const char *v)
+{
+    if (v)
+        json_object_set_new(o, key, json_string(v));
+}
+
 static const char *env_lookup(const char *const *environ, const char *name)
 {
     size_t n = strlen(name);
@@ -632,20 +639,16 @@ static json_t *build_env(const ts_sbatch_input *in, const struct sbatch_req *r,
     }
     char num[32];
     json_object_set_new(env, "SLURM_JOB_NAME", json_string(name));
-    if (in->submit_dir)
-        json_object_set_new(env, "SLURM_SUBMIT_DIR", json_string(in->submit_dir));
+    set_given(env, "SLURM_SUBMIT_DIR", in->submit_dir);
     snprintf(num, sizeof num, "%d", s->cpus_per_task);
     json_object_set_new(env, "SLURM_CPUS_PER_TASK", json_string(num));
     if (r->ntasks_per_node) {
         snprintf(num, sizeof num, "%ld", r->ntasks_per_node);
         json_object_set_new(env, "SLURM_NTASKS_PER_NODE", json_string(num));
     }
-    if (r->account)
-        json_object_set_new(env, "SLURM_JOB_ACCOUNT", json_string(r->account));
-    if (r->partition)
-        json_object_set_new(env, "SLURM_JOB_PARTITION", json_string(r->partition));
-    if (r->qos)
-        json_object_set_new(env, "SLURM_JOB_QOS", json_string(r->qos));
+    set_given(env, "SLURM_JOB_ACCOUNT", r->account);
+    set_given(env, "SLURM_JOB_PARTITION", r->partition);
+    set_given(env, "SLURM_JOB_QOS", r->qos);
     if (s->array) {
         json_object_set_new(env, "TESSERA_SLURM_ARRAY", json_string(s->array));
         snprintf(num, sizeof num, "%d", s->array_count);
@@ -694,23 +697,18 @@ static void add_optional(json_t *spec, const struct sbatch_req *r, const ts_sbat
         json_object_set_new(spec, "array_size", json_integer(s->array_count));
     if (s->array && s->array_throttle > 0 && s->array_count > 1)
         json_object_set_new(spec, "array_throttle", json_integer(s->array_throttle));
-    if (r->dependency)
-        json_object_set_new(spec, "dependency", json_string(r->dependency));
-    if (r->image) /* the script runs in it, as pyxis runs it (docs/images.md) */
-        json_object_set_new(spec, "image", json_string(r->image));
+    set_given(spec, "dependency", r->dependency);
+    /* the script runs in the image, as pyxis runs it (docs/images.md) */
+    set_given(spec, "image", r->image);
     if (r->image && (r->output || r->error))
         sbatch_warn(sb, "--%s: opened inside the container, not on the node (pyxis opens it "
                     "on the host): name a path in a folder mounted into it (docs/images.md "
                     "\"mounts\"), or leave it out and read tessera logs",
                     r->output ? "output" : "error");
-    if (r->constraint)
-        json_object_set_new(spec, "constraint", json_string(r->constraint));
-    if (r->nodelist)
-        json_object_set_new(spec, "nodelist", json_string(r->nodelist));
-    if (r->exclude)
-        json_object_set_new(spec, "exclude", json_string(r->exclude));
-    if (r->reservation)
-        json_object_set_new(spec, "reservation", json_string(r->reservation));
+    set_given(spec, "constraint", r->constraint);
+    set_given(spec, "nodelist", r->nodelist);
+    set_given(spec, "exclude", r->exclude);
+    set_given(spec, "reservation", r->reservation);
     if (r->hold) /* submitted held: it waits for 'tessera release' */
         json_object_set_new(spec, "hold", json_true());
     if (r->nice_given && r->nice != 0)
@@ -785,8 +783,7 @@ int sbatch_build(const char *script, size_t len, const ts_sbatch_input *in,
         json_decref(env);
         return errs->n > 0 ? 0 : TS_ENOMEM;
     }
-    if (tier)
-        json_object_set_new(spec, "tier", json_string(tier));
+    set_given(spec, "tier", tier);
     if (s->nodes_given && s->nodes == 1 && s->ntasks > 1)
         json_object_set_new(spec, "topology", json_pack("{s:s}", "required", "node"));
     /* --signal=SIG@N: Tessera signals at the time limit and kills after the

@@ -32,6 +32,7 @@
 #include <unistd.h>
 
 #include "cli/cli.h"
+#include "io/write_all.h"
 #include "tessera/sbatch.h"
 #include "tessera/stream.h"
 
@@ -165,20 +166,6 @@ static int send_size(ts_stream *st)
     return ts_stream_frame(st, TS_FRAME_RESIZE, p, sizeof p, WRITE_TIMEOUT_S);
 }
 
-static int write_all(int fd, const uint8_t *p, size_t n)
-{
-    while (n > 0) {
-        ssize_t k = write(fd, p, n);
-        if (k < 0 && errno == EINTR)
-            continue;
-        if (k <= 0)
-            return -1;
-        p += k;
-        n -= (size_t)k;
-    }
-    return 0;
-}
-
 typedef struct relay_out {
     int exit_code;      /* from an exit frame, -1 none */
     char error[600];    /* from an error frame */
@@ -304,7 +291,7 @@ static bool stdio_frame(relay *r, int type, const uint8_t *pl, size_t n)
 {
     const stdio_relay *sr = r->u;
     if (type == TS_FRAME_DATA)
-        write_all(1, pl, n);
+        io_write_all(1, pl, n);
     else if (type == TS_FRAME_EOF)
         return !sr->want_exit; /* no more output: an attach is over (an exec's status follows) */
     else if (type == TS_FRAME_EXIT) {
@@ -769,7 +756,7 @@ static bool fwd_turn(relay *r) { return !r->in_open && r->remote_eof; }
 static bool fwd_frame(relay *r, int type, const uint8_t *pl, size_t n)
 {
     if (type == TS_FRAME_DATA)
-        return write_all(r->in_fd, pl, n) != 0;
+        return io_write_all(r->in_fd, pl, n) != 0;
     if (type == TS_FRAME_EOF)
         shutdown(r->in_fd, SHUT_WR);
     else if (type == TS_FRAME_ERROR) {

@@ -92,6 +92,47 @@ void ctld_actor_init(ctld_actor *x, int event, const char *by)
     }
 }
 
+int ctld_event_round(ctld *c, int event, const char *by, cjob *(*next)(ctld *c, void *ctx),
+                     void *ctx, int64_t **ids, int *n, int *busy, ts_err *err)
+{
+    ctld_actor who;
+    ctld_actor_init(&who, event, by);
+    pthread_mutex_lock(&c->mu);
+    ctld_commit_wait(c);
+    ctld_txn t = {0};
+    double now = ctld_now();
+    int rc = 0;
+    *n = *busy = 0;
+    for (cjob *j; rc == 0 && (j = next(c, ctx)) != NULL;) {
+        if (j->pinned) {
+            (*busy)++;
+            continue;
+        }
+        ts_err e;
+        int prc = ctld_fsm_plan(c, &t, j, event, &who.args, now, &e);
+        if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: the event does not apply */
+            rc = ts_err_set(err, prc, "%s", e.msg);
+    }
+    int64_t *planned = NULL; /* taken before the commit: applying it moves the rows out */
+    if (rc == 0 && ids && t.n > 0 && !(planned = malloc((size_t)t.n * sizeof *planned)))
+        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
+    for (int i = 0; planned && i < t.n; i++)
+        planned[i] = t.ch[i].row.id;
+    if (rc == 0 && t.n > 0)
+        rc = ctld_txn_commit_unlocked(c, &t, now, err);
+    if (rc == 0)
+        *n = t.n;
+    ctld_txn_fini(&t);
+    pthread_mutex_unlock(&c->mu);
+    if (rc != 0) {
+        free(planned);
+        planned = NULL;
+    }
+    if (ids)
+        *ids = planned;
+    return rc;
+}
+
 int ctld_job_action(ctld *c, int64_t id, const char *action, const char *by, ts_err *err)
 {
     static const struct {

@@ -26,41 +26,21 @@
 #define CANCEL_ROUNDS 100
 #define CANCEL_RETRY_MS 20
 
-/* One round under mu: plans and commits event (a cancel, hold or release)
- * of every element not pinned that it applies to; *busy counts those
- * pinned. */
-static int action_round(ctld *c, int64_t array, int span, int event, const char *by,
-                        int *changed, int *busy, ts_err *err)
+/* The elements of an array that are jobs, in order, for ctld_event_round. */
+typedef struct array_walk {
+    int64_t array;
+    int span, k;
+} array_walk;
+
+static cjob *next_element(ctld *c, void *ctx)
 {
-    ctld_actor who;
-    ctld_actor_init(&who, event, by);
-    pthread_mutex_lock(&c->mu);
-    ctld_commit_wait(c);
-    ctld_txn t = {0};
-    double now = ctld_now();
-    int rc = 0;
-    *busy = 0;
-    for (int k = 0; rc == 0 && k < span; k++) {
-        cjob *j = ctld_job_find(c, array + k);
-        if (!j)
-            continue;
-        if (j->pinned) {
-            (*busy)++;
-            continue;
-        }
-        ts_err e;
-        int prc = ctld_fsm_plan(c, &t, j, event, &who.args, now, &e);
-        if (prc != 0 && prc != TS_ECONFLICT) /* a conflict: the event does not apply */
-            rc = ts_err_set(err, prc, "%s", e.msg);
+    array_walk *w = ctx;
+    while (w->k < w->span) {
+        cjob *j = ctld_job_find(c, w->array + w->k++);
+        if (j)
+            return j;
     }
-    int n = t.n;
-    if (rc == 0 && n > 0)
-        rc = ctld_txn_commit_unlocked(c, &t, now, err);
-    if (rc == 0)
-        *changed += n;
-    ctld_txn_fini(&t);
-    pthread_mutex_unlock(&c->mu);
-    return rc;
+    return NULL;
 }
 
 /* Rounds of event over the array's elements until none was busy. */
@@ -68,8 +48,11 @@ static int array_action(ctld *c, int64_t array, int span, int event, const char 
                         int *changed, ts_err *err)
 {
     for (int round = 0; round < CANCEL_ROUNDS; round++) {
-        int busy = 0;
-        int rc = action_round(c, array, span, event, by, changed, &busy, err);
+        array_walk w = {array, span, 0};
+        int busy = 0, n = 0;
+        int rc = ctld_event_round(c, event, by, next_element, &w, NULL, &n, &busy, err);
+        if (rc == 0)
+            *changed += n;
         if (rc != 0 || busy == 0)
             return rc;
         struct timespec ts = {0, CANCEL_RETRY_MS * 1000000L};

@@ -62,44 +62,34 @@ static bool row_matches(const bulk_filter *f, const ts_job_row *row)
            (!f->array || (row->id >= f->array && row->id < f->array + f->span));
 }
 
-/* One round under mu: plans a cancel of every matching job not pinned and
- * commits them at once; *busy counts those pinned. */
+/* The jobs a filter matches, in order, for ctld_event_round. */
+typedef struct bulk_walk {
+    const bulk_filter *f;
+    int i;
+} bulk_walk;
+
+static cjob *next_matching(ctld *c, void *ctx)
+{
+    bulk_walk *w = ctx;
+    while (w->i < c->njobs) {
+        cjob *j = c->jobs[w->i++];
+        if (row_matches(w->f, &j->row))
+            return j;
+    }
+    return NULL;
+}
+
+/* One round: a cancel of every matching job not pinned, committed at once;
+ * their ids into ids; *busy counts those pinned. */
 static int bulk_round(ctld *c, const bulk_filter *f, const char *by, json_t *ids, int *busy,
                       ts_err *err)
 {
-    ctld_actor who;
-    ctld_actor_init(&who, CTLD_JE_CANCEL, by);
-    pthread_mutex_lock(&c->mu);
-    ctld_commit_wait(c);
-    ctld_txn t = {0};
-    double now = ctld_now();
-    int rc = 0, n = 0;
-    *busy = 0;
-    int64_t *planned = malloc(((size_t)c->njobs + 1) * sizeof *planned);
-    if (!planned)
-        rc = ts_err_set(err, TS_ENOMEM, "out of memory");
-    for (int i = 0; rc == 0 && i < c->njobs; i++) {
-        cjob *j = c->jobs[i];
-        if (!row_matches(f, &j->row))
-            continue;
-        if (j->pinned) {
-            (*busy)++;
-            continue;
-        }
-        ts_err e;
-        int prc = ctld_fsm_plan(c, &t, j, CTLD_JE_CANCEL, &who.args, now, &e);
-        if (prc == 0)
-            planned[n++] = j->row.id;
-        else if (prc != TS_ECONFLICT) /* a conflict: a cancel does not apply */
-            rc = ts_err_set(err, prc, "%s", e.msg);
-    }
-    if (rc == 0 && n > 0)
-        rc = ctld_txn_commit_unlocked(c, &t, now, err);
-    if (rc == 0)
-        for (int i = 0; i < n; i++)
-            json_array_append_new(ids, json_integer(planned[i]));
-    ctld_txn_fini(&t);
-    pthread_mutex_unlock(&c->mu);
+    bulk_walk w = {f, 0};
+    int64_t *planned;
+    int n;
+    int rc = ctld_event_round(c, CTLD_JE_CANCEL, by, next_matching, &w, &planned, &n, busy, err);
+    for (int i = 0; rc == 0 && i < n; i++)
+        json_array_append_new(ids, json_integer(planned[i]));
     free(planned);
     return rc;
 }

@@ -133,6 +133,16 @@ TS_MUST_CHECK int ctld_cycle_commit(ctld *c, ctld_txn *t, ts_err *err);
 /* Under mu: waits until job id is not pinned and the cycle does not
  * commit; the job then (NULL if gone). */
 cjob *ctld_job_wait_unpinned(ctld *c, int64_t id);
+/* actions.c, not under mu: one round of a user's event (cancel, hold, release, taken
+ * by `by`) over many jobs, in one transaction. Takes mu, waits for commits
+ * (ctld_commit_wait) and plans event for each job next(c, ctx) gives (under
+ * mu; NULL at the end) that is not pinned (*busy counts those) and that it
+ * applies to (the others are left as they are); commits them with mu
+ * released. *n: the jobs changed; with ids, *ids their ids (caller frees;
+ * NULL on error or when none). */
+TS_MUST_CHECK int ctld_event_round(ctld *c, int event, const char *by,
+                                   cjob *(*next)(ctld *c, void *ctx), void *ctx, int64_t **ids,
+                                   int *n, int *busy, ts_err *err);
 /* Plan, commit and apply one event on one job; under mu. */
 TS_MUST_CHECK int ctld_fsm_run(ctld *c, cjob *j, int event, const ctld_fsm_args *a,
                                double now, ts_err *err);

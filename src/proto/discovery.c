@@ -112,21 +112,18 @@ static const proto_field PORT_FIELDS[] = {
 static int dc_topology_decode(const json_t *v, const char *path, void *base, ts_err *err)
 {
     ts_discovery *d = base;
-    if (!json_is_array(v))
-        return ts_err_set(err, TS_EINVAL, "%s: must be a list of lists of strings", path);
-    size_t n = json_array_size(v);
-    d->topology = n ? calloc(n, sizeof *d->topology) : NULL;
-    if (n && !d->topology)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    size_t n;
+    int rc = proto_list_room(v, path, "a list of lists of strings", sizeof *d->topology,
+                             (void **)&d->topology, &n, err);
+    if (rc != 0)
+        return rc;
     d->ntopology = (int)n;
-    for (size_t i = 0; i < n; i++) {
+    for (size_t i = 0; i < n && rc == 0; i++) {
         char sub[192];
         snprintf(sub, sizeof sub, "%s[%zu]", path, i);
-        int rc = proto_strv_decode(json_array_get(v, i), sub, &d->topology[i], err);
-        if (rc != 0)
-            return rc;
+        rc = proto_strv_decode(json_array_get(v, i), sub, &d->topology[i], err);
     }
-    return 0;
+    return rc;
 }
 
 static json_t *dc_topology_schema(void)
@@ -135,16 +132,12 @@ static json_t *dc_topology_schema(void)
                      "items", "type", "string");
 }
 
+static json_t *dc_topology_row(const void *slot) { return proto_strv_encode(slot); }
+
 static json_t *dc_topology_encode(const void *base)
 {
     const ts_discovery *d = base;
-    json_t *a = json_array();
-    for (int i = 0; a && i < d->ntopology; i++)
-        if (json_array_append_new(a, proto_strv_encode(&d->topology[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
+    return proto_objv_encode(d->topology, d->ntopology, sizeof *d->topology, dc_topology_row);
 }
 
 #define D(m) offsetof(ts_discovery, m)

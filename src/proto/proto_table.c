@@ -25,14 +25,27 @@ void proto_path(char *buf, size_t len, const char *where, const char *key)
 
 /* ---- lists ------------------------------------------------------------------------ */
 
+int proto_list_room(const json_t *v, const char *path, const char *what, size_t size,
+                    void **room, size_t *n, ts_err *err)
+{
+    *room = NULL;
+    *n = 0;
+    if (!json_is_array(v))
+        return ts_err_set(err, TS_EINVAL, "%s: must be %s", path, what);
+    size_t len = json_array_size(v);
+    if (len && !(*room = calloc(len, size)))
+        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    *n = len;
+    return 0;
+}
+
 int proto_strv_decode(const json_t *v, const char *path, ts_strv *out, ts_err *err)
 {
-    if (!json_is_array(v))
-        return ts_err_set(err, TS_EINVAL, "%s: must be a list of strings", path);
-    size_t n = json_array_size(v);
-    out->v = n ? calloc(n, sizeof *out->v) : NULL;
-    if (n && !out->v)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    size_t n;
+    int rc = proto_list_room(v, path, "a list of strings", sizeof *out->v, (void **)&out->v, &n,
+                             err);
+    if (rc != 0)
+        return rc;
     for (size_t i = 0; i < n; i++)
         if (!(out->v[i] = json_string_value(json_array_get(v, i))))
             return ts_err_set(err, TS_EINVAL, "%s[%zu]: must be a string", path, i);
@@ -40,26 +53,14 @@ int proto_strv_decode(const json_t *v, const char *path, ts_strv *out, ts_err *e
     return 0;
 }
 
-json_t *proto_strv_encode(const ts_strv *s)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < s->n; i++)
-        if (json_array_append_new(a, json_string(s->v[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 int proto_intv_decode(const json_t *v, const char *path, int64_t lo, int64_t hi, ts_intv *out,
                       ts_err *err)
 {
-    if (!json_is_array(v))
-        return ts_err_set(err, TS_EINVAL, "%s: must be a list of integers", path);
-    size_t n = json_array_size(v);
-    out->v = n ? calloc(n, sizeof *out->v) : NULL;
-    if (n && !out->v)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    size_t n;
+    int rc = proto_list_room(v, path, "a list of integers", sizeof *out->v, (void **)&out->v, &n,
+                             err);
+    if (rc != 0)
+        return rc;
     for (size_t i = 0; i < n; i++) {
         const json_t *x = json_array_get(v, i);
         if (!json_is_integer(x) || json_integer_value(x) < lo || json_integer_value(x) > hi)
@@ -71,17 +72,6 @@ int proto_intv_decode(const json_t *v, const char *path, int64_t lo, int64_t hi,
     return 0;
 }
 
-json_t *proto_intv_encode(const ts_intv *s)
-{
-    json_t *a = json_array();
-    for (int i = 0; a && i < s->n; i++)
-        if (json_array_append_new(a, json_integer(s->v[i])) != 0) {
-            json_decref(a);
-            return NULL;
-        }
-    return a;
-}
-
 typedef int (*proto_item_fn)(const json_t *item, const char *path, void *slot, ts_err *err);
 
 /* A list of objects, each by one() or, without one, by rows's table
@@ -89,12 +79,10 @@ typedef int (*proto_item_fn)(const json_t *item, const char *path, void *slot, t
 static int proto_list_decode(const json_t *v, const char *path, size_t size, void **out, int *n,
                              proto_item_fn one, const proto_field *rows, ts_err *err)
 {
-    if (!json_is_array(v))
-        return ts_err_set(err, TS_EINVAL, "%s: must be a list", path);
-    size_t len = json_array_size(v);
-    *out = len ? calloc(len, size) : NULL;
-    if (len && !*out)
-        return ts_err_set(err, TS_ENOMEM, "%s: out of memory", path);
+    size_t len;
+    int rc = proto_list_room(v, path, "a list", size, out, &len, err);
+    if (rc != 0)
+        return rc;
     *n = (int)len;
     for (size_t i = 0; i < len; i++) {
         char sub[192];
@@ -104,11 +92,11 @@ static int proto_list_decode(const json_t *v, const char *path, size_t size, voi
             return ts_err_set(err, TS_EINVAL, "%s: must be an object", sub);
         void *slot = (char *)*out + i * size;
         const proto_msg *m = rows ? rows->msg : NULL;
-        int rc = one ? one(item, sub, slot, err)
-                 : m ? proto_table_need(item, sub, m->fields, m->n, m->need, slot,
-                                        proto_msg_present(m, slot), err)
-                     : proto_table_need(item, sub, rows->sub, rows->nsub, PROTO_ALL(rows->nsub),
-                                        slot, NULL, err);
+        rc = one ? one(item, sub, slot, err)
+             : m ? proto_table_need(item, sub, m->fields, m->n, m->need, slot,
+                                    proto_msg_present(m, slot), err)
+                 : proto_table_need(item, sub, rows->sub, rows->nsub, PROTO_ALL(rows->nsub), slot,
+                                    NULL, err);
         if (rc != 0)
             return rc;
     }
@@ -137,6 +125,20 @@ static json_t *proto_list_encode(const void *v, int n, size_t size, json_t *(*on
         }
     }
     return a;
+}
+
+static json_t *str_item(const void *slot) { return json_string(*(const char *const *)slot); }
+
+static json_t *int_item(const void *slot) { return json_integer(*(const int64_t *)slot); }
+
+json_t *proto_strv_encode(const ts_strv *s)
+{
+    return proto_list_encode(s->v, s->n, sizeof *s->v, str_item, NULL);
+}
+
+json_t *proto_intv_encode(const ts_intv *s)
+{
+    return proto_list_encode(s->v, s->n, sizeof *s->v, int_item, NULL);
 }
 
 json_t *proto_objv_encode(const void *v, int n, size_t size, json_t *(*one)(const void *slot))

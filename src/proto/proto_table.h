@@ -158,6 +158,12 @@ extern const proto_msg PROTO_DISCOVERY, PROTO_NODE_HEALTH;
 /* "<where>.<key>", or "<key>" with no where. */
 void proto_path(char *buf, size_t len, const char *where, const char *key);
 
+/* The room for a JSON list's items: v must be a list (else "<path>: must be
+ * <what>"); *room gets a zeroed array of its *n items of `size` bytes (NULL
+ * for none). */
+int proto_list_room(const json_t *v, const char *path, const char *what, size_t size,
+                    void **room, size_t *n, ts_err *err);
+
 /* Lists: decoded into a new array (freed with free(); strings borrowed from
  * v), encoded as a new JSON array. */
 int proto_strv_decode(const json_t *v, const char *path, ts_strv *out, ts_err *err);

@@ -368,8 +368,10 @@ static void apply(ts_quota *q, int x, int tier, const int64_t *demand, int sign,
     }
 }
 
-static int change_check(const ts_quota *q, int x, int tier, const int64_t *demand, double now,
-                        ts_err *err)
+/* Whether a charge (sign 1) or credit (-1) of demand may be applied: checked
+ * whole, so that a refused one changes nothing. */
+static int change_check(const ts_quota *q, int x, int tier, const int64_t *demand, int sign,
+                        double now, ts_err *err)
 {
     if (!tenant_ok(q, x))
         return ts_err_set(err, TS_EINVAL, "quota: tenant %d does not exist", x);
@@ -381,45 +383,37 @@ static int change_check(const ts_quota *q, int x, int tier, const int64_t *deman
     if (!(isfinite(now) && now >= q->now))
         return ts_err_set(err, TS_EINVAL, "quota: now (%g) is before the last update (%g)", now,
                           q->now);
+    for (int k = 0; k < TS_RES_DIMS; k++) {
+        int64_t own = OWN(q, x, tier, k);
+        if (sign > 0 ? own + demand[k] <= TS_QUOTA_MAX : demand[k] <= own)
+            continue;
+        char dn[TS_NAME_MAX + 8];
+        ts_res_name(k, dn, sizeof dn);
+        if (sign > 0)
+            return ts_err_set(err, TS_EINVAL, "quota: %s.%s: usage would pass %lld",
+                              q->ts->t[x].name, dn, (long long)TS_QUOTA_MAX);
+        return ts_err_set(err, TS_EINVAL, "quota: %s.%s: credit of %lld exceeds the %lld charged",
+                          q->ts->t[x].name, dn, (long long)demand[k], (long long)own);
+    }
     return 0;
 }
 
 int ts_quota_charge(ts_quota *q, int x, int tier, const int64_t demand[TS_RES_DIMS],
                     double now, ts_err *err)
 {
-    int rc = change_check(q, x, tier, demand, now, err);
-    if (rc != 0)
-        return rc;
-    for (int k = 0; k < TS_RES_DIMS; k++) {
-        if (OWN(q, x, tier, k) + demand[k] > TS_QUOTA_MAX) {
-            char dn[TS_NAME_MAX + 8];
-            ts_res_name(k, dn, sizeof dn);
-            return ts_err_set(err, TS_EINVAL, "quota: %s.%s: usage would pass %lld",
-                              q->ts->t[x].name, dn, (long long)TS_QUOTA_MAX);
-        }
-    }
-    apply(q, x, tier, demand, 1, now);
-    return 0;
+    int rc = change_check(q, x, tier, demand, 1, now, err);
+    if (rc == 0)
+        apply(q, x, tier, demand, 1, now);
+    return rc;
 }
 
 int ts_quota_credit(ts_quota *q, int x, int tier, const int64_t demand[TS_RES_DIMS],
                     double now, ts_err *err)
 {
-    int rc = change_check(q, x, tier, demand, now, err);
-    if (rc != 0)
-        return rc;
-    for (int k = 0; k < TS_RES_DIMS; k++) {
-        if (demand[k] > OWN(q, x, tier, k)) {
-            char dn[TS_NAME_MAX + 8];
-            ts_res_name(k, dn, sizeof dn);
-            return ts_err_set(err, TS_EINVAL,
-                              "quota: %s.%s: credit of %lld exceeds the %lld charged", 
-                              q->ts->t[x].name, dn, (long long)demand[k],
-                              (long long)OWN(q, x, tier, k));
-        }
-    }
-    apply(q, x, tier, demand, -1, now);
-    return 0;
+    int rc = change_check(q, x, tier, demand, -1, now, err);
+    if (rc == 0)
+        apply(q, x, tier, demand, -1, now);
+    return rc;
 }
 
 static bool dim_ok(int k)

@@ -110,6 +110,8 @@ int shim_mem_true_up(const struct ts_shim_dev *d, uint64_t est, uint64_t actual)
 }
 
 CUresult shim_mem_undo_free(uint64_t p) { return PASS(cuMemFree_v2, (CUdeviceptr)p); }
+/* The same for an allocation of the pre-3.2 entry points (32-bit addresses). */
+static CUresult undo_free_v1(uint64_t p) { return PASS(cuMemFree, (CUdeviceptr_v1)p); }
 
 /* A free of a recorded object: record out first, driver, then release. */
 CUresult shim_mem_charged_free(uint32_t kind, uint64_t key, CUresult (*call)(uint64_t key))
@@ -148,36 +150,51 @@ static void learn_pitch(int o, uint64_t pitch)
 
 /* ---- cuMemAlloc family --------------------------------------------------- */
 
-TS_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+/* The plain allocations differ only in the driver's entry point and the
+ * width of the address it writes: the charge is the same. */
+enum plain_alloc { PLAIN_V2, PLAIN_MANAGED, PLAIN_V1 };
+
+static CUresult plain_call(enum plain_alloc kind, void *dptr, size_t bytesize, unsigned int flags)
+{
+    switch (kind) {
+    case PLAIN_V1:
+        return PASS(cuMemAlloc, dptr, (unsigned int)bytesize);
+    case PLAIN_MANAGED:
+        return PASS(cuMemAllocManaged, dptr, bytesize, flags);
+    default:
+        return PASS(cuMemAlloc_v2, dptr, bytesize);
+    }
+}
+
+static CUresult charged_plain(enum plain_alloc kind, void *dptr, size_t bytesize,
+                              unsigned int flags)
 {
     shim_ready();
     CUcontext ctx;
     const struct ts_shim_dev *d;
     if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
         !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
-        return PASS(cuMemAlloc_v2, dptr, bytesize);
+        return plain_call(kind, dptr, bytesize, flags);
+    /* managed memory is charged as if resident on the device */
     uint64_t bytes = shim_mem_rounded(bytesize, d->gran);
     if (shim_mem_reserve(d, bytes) != 0)
         return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = PASS(cuMemAlloc_v2, dptr, bytesize);
-    return shim_mem_settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
-                  shim_mem_undo_free);
+    CUresult r = plain_call(kind, dptr, bytesize, flags);
+    uint64_t p = 0;
+    if (r == CUDA_SUCCESS)
+        p = kind == PLAIN_V1 ? *(const CUdeviceptr_v1 *)dptr : *(const CUdeviceptr *)dptr;
+    return shim_mem_settle(r, d, TS_REC_PTR, p, bytes, (uintptr_t)ctx,
+                           kind == PLAIN_V1 ? undo_free_v1 : shim_mem_undo_free);
+}
+
+TS_SHIM_EXPORT CUresult cuMemAlloc_v2(CUdeviceptr *dptr, size_t bytesize)
+{
+    return charged_plain(PLAIN_V2, dptr, bytesize, 0);
 }
 
 TS_SHIM_EXPORT CUresult cuMemAllocManaged(CUdeviceptr *dptr, size_t bytesize, unsigned int flags)
 {
-    shim_ready();
-    CUcontext ctx;
-    const struct ts_shim_dev *d;
-    if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
-        !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
-        return PASS(cuMemAllocManaged, dptr, bytesize, flags);
-    uint64_t bytes = shim_mem_rounded(bytesize, d->gran); /* charged as if resident on the device */
-    if (shim_mem_reserve(d, bytes) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = PASS(cuMemAllocManaged, dptr, bytesize, flags);
-    return shim_mem_settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
-                  shim_mem_undo_free);
+    return charged_plain(PLAIN_MANAGED, dptr, bytesize, flags);
 }
 
 TS_SHIM_EXPORT CUresult cuMemAllocPitch_v2(CUdeviceptr *dptr, size_t *pPitch, size_t WidthInBytes,
@@ -229,22 +246,9 @@ TS_SHIM_EXPORT CUresult cuMemFree_v2(CUdeviceptr dptr)
  * allocations, whose sizes the driver decides, are refused while the device
  * has a quota (CUDA_ERROR_NOT_SUPPORTED): no current program uses them. */
 
-static CUresult undo_free_v1(uint64_t p) { return PASS(cuMemFree, (CUdeviceptr_v1)p); }
-
 TS_SHIM_EXPORT CUresult cuMemAlloc(CUdeviceptr_v1 *dptr, unsigned int bytesize)
 {
-    shim_ready();
-    CUcontext ctx;
-    const struct ts_shim_dev *d;
-    if (!ts_shim.cfg.mem_on || !dptr || bytesize == 0 ||
-        !(d = shim_mem_quota_dev(shim_current_ordinal(&ctx))))
-        return PASS(cuMemAlloc, dptr, bytesize);
-    uint64_t bytes = shim_mem_rounded(bytesize, d->gran);
-    if (shim_mem_reserve(d, bytes) != 0)
-        return CUDA_ERROR_OUT_OF_MEMORY;
-    CUresult r = PASS(cuMemAlloc, dptr, bytesize);
-    return shim_mem_settle(r, d, TS_REC_PTR, r == CUDA_SUCCESS ? *dptr : 0, bytes, (uintptr_t)ctx,
-                  undo_free_v1);
+    return charged_plain(PLAIN_V1, dptr, bytesize, 0);
 }
 
 TS_SHIM_EXPORT CUresult cuMemFree(CUdeviceptr_v1 dptr)
@@ -293,14 +297,21 @@ TS_SHIM_EXPORT CUresult cuMemGetInfo_v2(size_t *free_bytes, size_t *total)
     return r;
 }
 
+/* bytes, what the driver says dev holds, or dev's quota if that is less. */
+static uint64_t total_for_quota(CUdevice dev, uint64_t bytes)
+{
+    const struct ts_shim_dev *d;
+    if (ts_shim.cfg.mem_on && (d = shim_mem_quota_dev(dev)) && (uint64_t)d->limit < bytes)
+        return (uint64_t)d->limit;
+    return bytes;
+}
+
 TS_SHIM_EXPORT CUresult cuDeviceTotalMem_v2(size_t *bytes, CUdevice dev)
 {
     shim_ready();
     CUresult r = PASS(cuDeviceTotalMem_v2, bytes, dev);
-    const struct ts_shim_dev *d;
-    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = shim_mem_quota_dev(dev)) &&
-        (uint64_t)d->limit < *bytes)
-        *bytes = (size_t)d->limit;
+    if (r == CUDA_SUCCESS)
+        *bytes = (size_t)total_for_quota(dev, *bytes);
     return r;
 }
 
@@ -323,9 +334,7 @@ TS_SHIM_EXPORT CUresult cuDeviceTotalMem(unsigned int *bytes, CUdevice dev)
 {
     shim_ready();
     CUresult r = PASS(cuDeviceTotalMem, bytes, dev);
-    const struct ts_shim_dev *d;
-    if (r == CUDA_SUCCESS && ts_shim.cfg.mem_on && (d = shim_mem_quota_dev(dev)) &&
-        (uint64_t)d->limit < *bytes)
-        *bytes = (unsigned)d->limit;
+    if (r == CUDA_SUCCESS)
+        *bytes = (unsigned)total_for_quota(dev, *bytes);
     return r;
 }

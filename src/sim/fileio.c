@@ -7,6 +7,7 @@
 
 #include <stdio.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "io/read_file.h"
 
@@ -44,5 +45,34 @@ int sim_bad(const char *who, const char *fmt, const char *arg)
     fprintf(stderr, "%s: ", who);
     fprintf(stderr, fmt, arg);
     fprintf(stderr, "\n");
+    return 2;
+}
+
+int sim_opt_pairs(int argc, char **argv, const char *who, void (*usage)(FILE *f),
+                  int (*set)(void *ctx, const char *name, const char *value), void *ctx)
+{
+    for (int i = 2; i < argc; i++) {
+        const char *k = argv[i];
+        if (strcmp(k, "--help") == 0) {
+            usage(stdout);
+            return -1;
+        }
+        if (i + 1 >= argc)
+            return sim_bad(who, "%s: needs a value", k);
+        int rc = set(ctx, k, argv[++i]);
+        if (rc == SIM_OPT_UNKNOWN) {
+            sim_bad(who, "unknown option \"%s\"", k);
+            usage(stderr);
+        }
+        if (rc != 0)
+            return 2;
+    }
+    return 0;
+}
+
+int sim_required(const char *who, const char *name, void (*usage)(FILE *f))
+{
+    sim_bad(who, "%s: required", name);
+    usage(stderr);
     return 2;
 }

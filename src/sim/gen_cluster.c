@@ -184,61 +184,60 @@ static int write_variant(const char *path, const ts_cluster *c, const gen_opts *
     return 0;
 }
 
+/* gen-cluster's options. */
+typedef struct cluster_args {
+    const char *nodes, *out;
+    gen_opts o;
+} cluster_args;
+
+static int parse_gpus_per_node(const char *v, gen_opts *o)
+{
+    char *end;
+    long g = strtol(v, &end, 10);
+    if (end == v || *end || g < 1 || g > TS_NODE_MAX_GPUS) {
+        fprintf(stderr, "tessera-sim: --gpus-per-node: must be 1..%d, got \"%s\"\n",
+                TS_NODE_MAX_GPUS, v);
+        return -1;
+    }
+    o->gpus_per_node = (int)g;
+    return 0;
+}
+
+static int set_option(void *ctx, const char *k, const char *v)
+{
+    cluster_args *a = ctx;
+    if (strcmp(k, "--nodes") == 0)
+        a->nodes = v;
+    else if (strcmp(k, "--out") == 0)
+        a->out = v;
+    else if (strcmp(k, "--gpus-per-node") == 0)
+        return parse_gpus_per_node(v, &a->o);
+    else if (strcmp(k, "--models") == 0)
+        return parse_models(v, &a->o);
+    else if (strcmp(k, "--cpu-per-gpu") == 0)
+        return parse_scale(k, v, &a->o.cpu_scale);
+    else if (strcmp(k, "--mem-per-gpu") == 0)
+        return parse_scale(k, v, &a->o.mem_scale);
+    else
+        return SIM_OPT_UNKNOWN;
+    return 0;
+}
+
 int gen_cluster_main(int argc, char **argv)
 {
-    const char *nodes = NULL, *out = NULL;
-    gen_opts o = {.cpu_scale = 1.0, .mem_scale = 1.0};
-    for (int i = 2; i < argc; i++) {
-        const char *k = argv[i];
-        if (strcmp(k, "--help") == 0) {
-            gen_usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "tessera-sim: %s: needs a value\n", k);
-            return EXIT_BAD_INPUT;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(k, "--nodes") == 0) {
-            nodes = v;
-        } else if (strcmp(k, "--out") == 0) {
-            out = v;
-        } else if (strcmp(k, "--gpus-per-node") == 0) {
-            char *end;
-            long g = strtol(v, &end, 10);
-            if (end == v || *end || g < 1 || g > TS_NODE_MAX_GPUS) {
-                fprintf(stderr, "tessera-sim: --gpus-per-node: must be 1..%d, got \"%s\"\n",
-                        TS_NODE_MAX_GPUS, v);
-                return EXIT_BAD_INPUT;
-            }
-            o.gpus_per_node = (int)g;
-        } else if (strcmp(k, "--models") == 0) {
-            rc = parse_models(v, &o);
-        } else if (strcmp(k, "--cpu-per-gpu") == 0) {
-            rc = parse_scale(k, v, &o.cpu_scale);
-        } else if (strcmp(k, "--mem-per-gpu") == 0) {
-            rc = parse_scale(k, v, &o.mem_scale);
-        } else {
-            fprintf(stderr, "tessera-sim: unknown option \"%s\"\n", k);
-            gen_usage(stderr);
-            return EXIT_BAD_INPUT;
-        }
-        if (rc)
-            return EXIT_BAD_INPUT;
-    }
-    if (!nodes || !out) {
-        fprintf(stderr, "tessera-sim: %s: required\n", nodes ? "--out" : "--nodes");
-        gen_usage(stderr);
-        return EXIT_BAD_INPUT;
-    }
+    cluster_args a = {.o = {.cpu_scale = 1.0, .mem_scale = 1.0}};
+    int bad = sim_opt_pairs(argc, argv, "tessera-sim", gen_usage, set_option, &a);
+    if (bad)
+        return bad < 0 ? 0 : bad;
+    if (!a.nodes || !a.out)
+        return sim_required("tessera-sim", a.nodes ? "--out" : "--nodes", gen_usage);
     ts_err err = {0};
-    ts_cluster *c = sim_load_cluster(nodes, false, &err);
+    ts_cluster *c = sim_load_cluster(a.nodes, false, &err);
     if (!c) {
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
-    int rc = write_variant(out, c, &o, &err);
+    int rc = write_variant(a.out, c, &a.o, &err);
     if (rc)
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
     ts_cluster_free(c);

@@ -309,90 +309,89 @@ static void gen_usage(FILE *f)
             GEN_PODS_MAX);
 }
 
+/* gen-openb's options; a fraction < 0 (and share_lo 0) is one not given. */
+typedef struct openb_args {
+    const char *pods, *out;
+    double share, halves, multi, cpu, spec;
+    int share_lo, share_hi;
+    uint64_t seed;
+} openb_args;
+
+static int parse_seed(const char *v, uint64_t *seed)
+{
+    char *end;
+    errno = 0;
+    *seed = strtoull(v, &end, 10);
+    if (end == v || *end || errno || v[0] == '-') {
+        fprintf(stderr, "tessera-sim: --seed: expected a non-negative integer, got "
+                        "\"%s\"\n", v);
+        return -1;
+    }
+    return 0;
+}
+
+static int set_option(void *ctx, const char *o, const char *v)
+{
+    openb_args *a = ctx;
+    if (strcmp(o, "--pods") == 0)
+        a->pods = v;
+    else if (strcmp(o, "--out") == 0)
+        a->out = v;
+    else if (strcmp(o, "--seed") == 0)
+        return parse_seed(v, &a->seed);
+    else if (strcmp(o, "--gpushare") == 0)
+        return fraction(o, v, 1.0, &a->share);
+    else if (strcmp(o, "--halves") == 0)
+        return fraction(o, v, 1.0, &a->halves);
+    else if (strcmp(o, "--multigpu") == 0)
+        return fraction(o, v, 0.95, &a->multi);
+    else if (strcmp(o, "--cpu") == 0)
+        return fraction(o, v, 0.95, &a->cpu);
+    else if (strcmp(o, "--gpuspec") == 0)
+        return fraction(o, v, 1.0, &a->spec);
+    else if (strcmp(o, "--share-milli") == 0)
+        return share_range(v, &a->share_lo, &a->share_hi);
+    else
+        return SIM_OPT_UNKNOWN;
+    return 0;
+}
+
 int gen_openb_main(int argc, char **argv)
 {
-    const char *pods = NULL, *out = NULL;
-    double share = -1, halves = -1, multi = -1, cpu = -1, spec = -1;
-    int share_lo = 0, share_hi = 0;
-    uint64_t seed = 1;
-    for (int i = 2; i < argc; i++) {
-        const char *o = argv[i];
-        if (strcmp(o, "--help") == 0) {
-            gen_usage(stdout);
-            return 0;
-        }
-        if (i + 1 >= argc) {
-            fprintf(stderr, "tessera-sim: %s: needs a value\n", o);
-            return EXIT_BAD_INPUT;
-        }
-        const char *v = argv[++i];
-        int rc = 0;
-        if (strcmp(o, "--pods") == 0)
-            pods = v;
-        else if (strcmp(o, "--out") == 0)
-            out = v;
-        else if (strcmp(o, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            seed = strtoull(v, &end, 10);
-            if (end == v || *end || errno || v[0] == '-') {
-                fprintf(stderr, "tessera-sim: --seed: expected a non-negative integer, got "
-                                "\"%s\"\n", v);
-                return EXIT_BAD_INPUT;
-            }
-        } else if (strcmp(o, "--gpushare") == 0)
-            rc = fraction(o, v, 1.0, &share);
-        else if (strcmp(o, "--halves") == 0)
-            rc = fraction(o, v, 1.0, &halves);
-        else if (strcmp(o, "--multigpu") == 0)
-            rc = fraction(o, v, 0.95, &multi);
-        else if (strcmp(o, "--cpu") == 0)
-            rc = fraction(o, v, 0.95, &cpu);
-        else if (strcmp(o, "--gpuspec") == 0)
-            rc = fraction(o, v, 1.0, &spec);
-        else if (strcmp(o, "--share-milli") == 0)
-            rc = share_range(v, &share_lo, &share_hi);
-        else {
-            fprintf(stderr, "tessera-sim: unknown option \"%s\"\n", o);
-            gen_usage(stderr);
-            return EXIT_BAD_INPUT;
-        }
-        if (rc)
-            return EXIT_BAD_INPUT;
-    }
-    if (!pods || !out) {
-        fprintf(stderr, "tessera-sim: %s: required\n", pods ? "--out" : "--pods");
-        gen_usage(stderr);
-        return EXIT_BAD_INPUT;
-    }
+    openb_args a = {.share = -1, .halves = -1, .multi = -1, .cpu = -1, .spec = -1, .seed = 1};
+    int bad = sim_opt_pairs(argc, argv, "tessera-sim", gen_usage, set_option, &a);
+    if (bad)
+        return bad < 0 ? 0 : bad;
+    if (!a.pods || !a.out)
+        return sim_required("tessera-sim", a.pods ? "--out" : "--pods", gen_usage);
     ts_err err = {0};
-    ts_workload *w = sim_load_pods(pods, &err);
+    ts_workload *w = sim_load_pods(a.pods, &err);
     if (!w) {
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
         return EXIT_BAD_INPUT;
     }
     gen g = {0};
-    ts_rng_seed(&g.rng, seed);
+    ts_rng_seed(&g.rng, a.seed);
     int rc = 0;
     for (int i = 0; i < w->npods && rc == 0; i++)
         rc = push(&g, &w->pods[i].req);
     if (rc)
-        ts_err_set(&err, rc, "%s: more than %d pods", pods, GEN_PODS_MAX);
-    if (rc == 0 && share >= 0)
-        rc = set_gpushare(&g, w, share, &err);
-    if (rc == 0 && halves >= 0)
-        set_halves(&g, halves);
-    if (rc == 0 && multi >= 0)
-        rc = set_multigpu(&g, w, multi, &err);
-    if (rc == 0 && cpu >= 0)
-        rc = set_cpu(&g, w, cpu, &err);
-    if (rc == 0 && spec >= 0)
-        rc = set_gpuspec(&g, spec, &err);
-    if (rc == 0 && share_lo > 0)
-        set_share_milli(&g, share_lo, share_hi);
+        ts_err_set(&err, rc, "%s: more than %d pods", a.pods, GEN_PODS_MAX);
+    if (rc == 0 && a.share >= 0)
+        rc = set_gpushare(&g, w, a.share, &err);
+    if (rc == 0 && a.halves >= 0)
+        set_halves(&g, a.halves);
+    if (rc == 0 && a.multi >= 0)
+        rc = set_multigpu(&g, w, a.multi, &err);
+    if (rc == 0 && a.cpu >= 0)
+        rc = set_cpu(&g, w, a.cpu, &err);
+    if (rc == 0 && a.spec >= 0)
+        rc = set_gpuspec(&g, a.spec, &err);
+    if (rc == 0 && a.share_lo > 0)
+        set_share_milli(&g, a.share_lo, a.share_hi);
     if (rc == 0) {
         ts_rng_shuffle(&g.rng, g.p, g.n, sizeof *g.p);
-        rc = write_csv(out, &g, &err);
+        rc = write_csv(a.out, &g, &err);
     }
     if (rc)
         fprintf(stderr, "tessera-sim: %s\n", err.msg);
