@@ -42,6 +42,7 @@ struct ts_p2p;
 #define TS_IMAGE_REF_MAX 512
 #define TS_IMAGE_UNPACK_MAX_BYTES_DEFAULT (64LL << 30) /* one image's unpacked size */
 #define TS_IMAGE_ENTRIES_MAX 2000000    /* one image's tar entries, all layers */
+#define TS_IMAGE_PACK_ENTRIES_MAX 100000 /* packed into EROFS up to this many (~460 MB) */
 
 /* sha256 of a file, as "sha256:<hex>" into out (TS_IMAGE_DIGEST_MAX). */
 int agent_image_file_digest(const char *path, char *out, ts_err *err);
@@ -100,6 +101,9 @@ typedef struct ts_image_store {
     long long budget_bytes;     /* 0: no budget */
     ts_unpack_limits limits;
     bool unpacked_roots;        /* keep each root an unpacked tree, never an EROFS image */
+    long long pack_entries_max; /* an image of more entries stays an unpacked tree: mkfs.erofs
+                                   holds ~4.6 KB per entry in the agent's memory (0:
+                                   TS_IMAGE_PACK_ENTRIES_MAX) */
 } ts_image_store;
 
 typedef struct ts_pull_opts {

@@ -27,6 +27,7 @@
 #include <string.h>
 #include <sys/ioctl.h>
 #include <sys/mount.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -37,6 +38,7 @@
 #include "image_store.h"
 
 #define MKFS_EROFS "mkfs.erofs"
+#define MKFS_AS_MAX_BYTES (2ULL << 30)
 #define MKFS_LOG "mkfs.log"
 #define MKFS_ERR_MAX 200
 #define LOOP_TRIES_MAX 16        /* a free loop device taken by another process meanwhile */
@@ -128,6 +130,10 @@ int image_rootfs_pack(const char *dir, bool compress, long long *bytes, ts_err *
             dup2(nul, 0);
         dup2(lfd, 1);
         dup2(lfd, 2);
+        /* a backstop on what it may map, whatever the tree holds: past it
+         * mkfs.erofs fails and the root stays the tree */
+        struct rlimit as = {MKFS_AS_MAX_BYTES, MKFS_AS_MAX_BYTES};
+        setrlimit(RLIMIT_AS, &as);
         /* uids, gids, modes, links and xattrs kept as unpacked; lz4: as fast
          * to make as no compression on an image of programs and libraries and
          * half the size (bench/image-mount), but 14 times slower on bytes

@@ -392,11 +392,17 @@ int image_store_prepare(ts_image_store *st, const char *digest, const char *mani
      * no compression time before the start */
     bool compress = (double)stats.bytes >= PACK_COMPRESS_MIN_RATIO * (double)layer_bytes;
     snprintf(p, sizeof p, "%s/rootfs", tmp);
-    if (!rc && image_rootfs_can_pack(st))
-        rc = image_rootfs_pack(tmp, compress, &bytes, err); /* from the checked tree only */
-    else
+    /* packed from the checked tree only, and only where mkfs.erofs's memory
+     * (per entry, in the agent's cgroup) stays bounded; otherwise, or where
+     * it fails, the root stays the tree, as on a node without EROFS */
+    long long most = st->pack_entries_max > 0 ? st->pack_entries_max : TS_IMAGE_PACK_ENTRIES_MAX;
+    ts_err perr = {0};
+    bool packed = !rc && image_rootfs_can_pack(st) && stats.entries <= most &&
+                  image_rootfs_pack(tmp, compress, &bytes, &perr) == 0;
+    if (!packed)
         bytes = tree_bytes(p);
-    agent_image_trace("packed (rc %d)", rc);
+    agent_image_trace("packed (%s%s%s)", packed ? "yes" : "no, a tree", perr.msg[0] ? ": " : "",
+                      perr.msg);
     int n = snprintf(num, sizeof num, "%lld\n", bytes);
     if (!rc) {
         snprintf(p, sizeof p, "%s/bytes", tmp);
