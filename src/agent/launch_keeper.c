@@ -67,7 +67,8 @@ _Noreturn static void task_fail(int fd, int step)
 /* exe on the task's PATH, as execvp does it but with the task's own PATH
  * (p->path, not the agent's) and no allocation: each directory, the first
  * one whose file the task's user may execute; errno EACCES when one was
- * there but not executable, else ENOENT. Returns only on failure. */
+ * there but not executable, else ENOENT, or the error of one found that
+ * cannot run (ENOEXEC, E2BIG, ...). Returns only on failure. */
 static void exec_on_path(const ts_keeper_plan *p)
 {
     const char *name = p->exe;
@@ -82,6 +83,8 @@ static void exec_on_path(const ts_keeper_plan *p)
             full[dlen] = '/';
             memcpy(full + dlen + 1, name, nlen + 1);
             execve(full, p->argv, p->envp);
+            if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
+                return; /* there, but it cannot run (ENOEXEC, E2BIG, ...): that error */
             denied |= errno == EACCES;
         }
         d = end ? end + 1 : NULL;
