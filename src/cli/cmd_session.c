@@ -677,14 +677,8 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
         if (json_is_object(env) && !json_object_get(env, "TERM"))
             json_object_set_new(env, "TERM", json_string(term));
     }
-    char *body = json_dumps(spec, JSON_COMPACT);
-    json_decref(spec);
-    struct cli_req req = {.method = "POST", .path = "/v1/jobs", .body = body,
-                          .body_len = body ? strlen(body) : 0,
-                          .content_type = "application/json"};
     struct cli_resp resp = {0};
-    rc = body ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
-    free(body);
+    rc = cli_send_json(ctx, "POST", "/v1/jobs", spec, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     json_t *jobs = json_object_get(resp.json, "jobs");
