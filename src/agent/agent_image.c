@@ -29,6 +29,7 @@
 #include <string.h>
 
 #include "agent/agent_internal.h"
+#include "tessera/name_list.h"
 #include "tessera/tenant.h"
 
 #define PULL_RETRY_FIRST_S 2.0
@@ -124,19 +125,6 @@ static void *pull_main(void *arg)
     return NULL;
 }
 
-static bool host_listed(const char *list, const char *host)
-{
-    size_t n = strlen(host);
-    for (const char *s = list; s && *s;) {
-        const char *e = strchr(s, ',');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == n && !strncmp(s, host, n))
-            return true;
-        s += len + (e ? 1 : 0);
-    }
-    return false;
-}
-
 /* A pull of refs[0..n) (has_image: refs[0] is the job's image, its pull
  * secret cred goes to its registry only) on a thread of its own; task_id ""
  * for a prefetch, which registers no user; rate_bytes_s > 0 caps it. */
@@ -151,7 +139,7 @@ static struct agent_pull *pull_new(ts_agent *a, const ts_image_ref *refs, int n,
     p->has_image = has_image;
     for (int k = 0; k < n && k < 1 + TS_AGENT_DATA_MAX; k++) {
         p->refs[p->nrefs] = refs[k];
-        p->plain_http[p->nrefs++] = host_listed(a->cfg.plain_http_registries, refs[k].host);
+        p->plain_http[p->nrefs++] = ts_name_listed(a->cfg.plain_http_registries, refs[k].host);
     }
     p->store = &a->images;
     p->p2p = a->p2p;

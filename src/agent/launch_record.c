@@ -17,6 +17,7 @@
 #include <errno.h>
 #include <fcntl.h>
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -482,6 +483,15 @@ static int parse_pid(const char *v, pid_t *out)
     return 0;
 }
 
+static int parse_uid(const char *v, uid_t *out)
+{
+    unsigned long long u;
+    if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
+        return -1;
+    *out = (uid_t)u;
+    return 0;
+}
+
 static int parse_double(const char *v, double *out)
 {
     char *end;
@@ -521,90 +531,90 @@ static int copy_field(char *dst, size_t len, const char *v)
 enum { SEEN_ID = 1, SEEN_PID = 2, SEEN_START = 4, SEEN_KEEPER = 8, SEEN_KSTART = 16,
        SEEN_OUT = 32, SEEN_ERR = 64, SEEN_ACK = 128, SEEN_ALL = 255 };
 
+/* How a record key's value is read, and where in a ts_rec it goes. */
+enum rec_kind { REC_TEXT, REC_PID, REC_ULL, REC_UID, REC_DOUBLE, REC_BOOL, REC_PHASE };
+
+#define REC_FIELD(f) offsetof(ts_rec, f), sizeof(((ts_rec *)0)->f)
+
+static const struct rec_key {
+    const char *key;
+    enum rec_kind kind;
+    size_t off, len;
+    int seen;
+} REC_KEYS[] = {
+    {"id", REC_TEXT, REC_FIELD(info.task_id), SEEN_ID},
+    {"cgroup", REC_TEXT, REC_FIELD(info.cgroup_path), 0},
+    {"isolation_reason", REC_TEXT, REC_FIELD(info.isolation_reason), 0},
+    {"devices_reason", REC_TEXT, REC_FIELD(info.devices_reason), 0},
+    {"user_note", REC_TEXT, REC_FIELD(info.user_note), 0},
+    {"stdout", REC_TEXT, REC_FIELD(info.stdout_path), SEEN_OUT},
+    {"stderr", REC_TEXT, REC_FIELD(info.stderr_path), SEEN_ERR},
+    {"ack", REC_TEXT, REC_FIELD(info.ack_path), SEEN_ACK},
+    {"task_dir", REC_TEXT, REC_FIELD(info.task_dir), 0},
+    {"pid", REC_PID, REC_FIELD(info.pid), SEEN_PID},
+    {"start", REC_ULL, REC_FIELD(info.start_ticks), SEEN_START},
+    {"keeper", REC_PID, REC_FIELD(info.keeper_pid), SEEN_KEEPER},
+    {"keeper_start", REC_ULL, REC_FIELD(info.keeper_start_ticks), SEEN_KSTART},
+    {"run_uid", REC_UID, REC_FIELD(info.run_uid), 0},
+    {"term_grace_s", REC_DOUBLE, REC_FIELD(term_grace_s), 0},
+    {"isolated", REC_BOOL, REC_FIELD(info.isolated), 0},
+    {"devices_isolated", REC_BOOL, REC_FIELD(info.devices_isolated), 0},
+    {"cgroup_v1", REC_BOOL, REC_FIELD(info.cgroup_v1), 0},
+    {"stop_grace_s", REC_DOUBLE, REC_FIELD(stop_grace_s), 0},
+    {"stop_begun_s", REC_DOUBLE, REC_FIELD(stop_begun_s), 0},
+    {"stop_phase", REC_PHASE, REC_FIELD(phase), 0},
+    {"stop_deadline_s", REC_DOUBLE, REC_FIELD(deadline_s), 0},
+    {"ack_seen", REC_BOOL, REC_FIELD(ack_seen), 0},
+    {"stop_hard", REC_BOOL, REC_FIELD(stop_hard), 0},
+};
+
+/* v into r's field as k says; -1 when the value is bad. */
+static int parse_field(ts_rec *r, const struct rec_key *k, const char *v)
+{
+    void *dst = (char *)r + k->off;
+    switch (k->kind) {
+    case REC_TEXT:
+        return copy_field(dst, k->len, v);
+    case REC_PID:
+        return parse_pid(v, dst);
+    case REC_ULL:
+        return parse_ull(v, dst);
+    case REC_UID:
+        return parse_uid(v, dst);
+    case REC_DOUBLE:
+        return parse_double(v, dst);
+    case REC_BOOL:
+        return parse_bool(v, dst);
+    default:
+        return parse_phase(v, dst);
+    }
+}
+
 /* One "key value" line into r; -1 when the value is bad. */
 static int parse_line(ts_rec *r, const char *key, char *v, int *seen)
 {
     ts_task_info *in = &r->info;
-    const struct {
-        const char *key;
-        char *dst;
-        size_t len;
-        int seen;
-    } text[] = {
-        {"id", in->task_id, sizeof in->task_id, SEEN_ID},
-        {"cgroup", in->cgroup_path, sizeof in->cgroup_path, 0},
-        {"isolation_reason", in->isolation_reason, sizeof in->isolation_reason, 0},
-        {"devices_reason", in->devices_reason, sizeof in->devices_reason, 0},
-        {"user_note", in->user_note, sizeof in->user_note, 0},
-        {"stdout", in->stdout_path, sizeof in->stdout_path, SEEN_OUT},
-        {"stderr", in->stderr_path, sizeof in->stderr_path, SEEN_ERR},
-        {"ack", in->ack_path, sizeof in->ack_path, SEEN_ACK},
-        {"task_dir", in->task_dir, sizeof in->task_dir, 0},
-    };
     if (unescape(v) != 0)
         return -1;
-    for (size_t i = 0; i < sizeof text / sizeof text[0]; i++)
-        if (strcmp(key, text[i].key) == 0) {
-            *seen |= text[i].seen;
-            return copy_field(text[i].dst, text[i].len, v);
+    for (size_t i = 0; i < sizeof REC_KEYS / sizeof REC_KEYS[0]; i++)
+        if (strcmp(key, REC_KEYS[i].key) == 0) {
+            *seen |= REC_KEYS[i].seen;
+            return parse_field(r, &REC_KEYS[i], v);
         }
-    unsigned long long u;
-    if (strcmp(key, "pid") == 0) {
-        *seen |= SEEN_PID;
-        return parse_pid(v, &in->pid);
-    }
-    if (strcmp(key, "start") == 0) {
-        *seen |= SEEN_START;
-        return parse_ull(v, &in->start_ticks);
-    }
-    if (strcmp(key, "keeper") == 0) {
-        *seen |= SEEN_KEEPER;
-        return parse_pid(v, &in->keeper_pid);
-    }
-    if (strcmp(key, "keeper_start") == 0) {
-        *seen |= SEEN_KSTART;
-        return parse_ull(v, &in->keeper_start_ticks);
-    }
     if (strcmp(key, "uid") == 0) {
-        if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
+        if (parse_uid(v, &in->uid) != 0)
             return -1;
-        in->uid = (uid_t)u;
-        in->run_uid = (uid_t)u; /* until a later run_uid line says otherwise */
+        in->run_uid = in->uid; /* until a later run_uid line says otherwise */
         return 0;
     }
-    if (strcmp(key, "run_uid") == 0) {
-        if (parse_ull(v, &u) != 0 || u > 0xffffffffULL)
-            return -1;
-        in->run_uid = (uid_t)u;
-        return 0;
-    }
-    if (strcmp(key, "term_grace_s") == 0)
-        return parse_double(v, &r->term_grace_s);
-    if (strcmp(key, "isolated") == 0)
-        return parse_bool(v, &in->isolated);
-    if (strcmp(key, "devices_isolated") == 0)
-        return parse_bool(v, &in->devices_isolated);
-    if (strcmp(key, "cgroup_v1") == 0)
-        return parse_bool(v, &in->cgroup_v1);
     if (strcmp(key, "stop_signal") == 0) {
+        unsigned long long u;
         r->stopping = true;
         if (parse_ull(v, &u) != 0 || u == 0 || u > SIGNAL_MAX)
             return -1;
         r->stop_signal = (int)u;
         return 0;
     }
-    if (strcmp(key, "stop_grace_s") == 0)
-        return parse_double(v, &r->stop_grace_s);
-    if (strcmp(key, "stop_begun_s") == 0)
-        return parse_double(v, &r->stop_begun_s);
-    if (strcmp(key, "stop_phase") == 0)
-        return parse_phase(v, &r->phase);
-    if (strcmp(key, "stop_deadline_s") == 0)
-        return parse_double(v, &r->deadline_s);
-    if (strcmp(key, "ack_seen") == 0)
-        return parse_bool(v, &r->ack_seen);
-    if (strcmp(key, "stop_hard") == 0)
-        return parse_bool(v, &r->stop_hard);
     if (strcmp(key, "meta") == 0) {
         free(r->meta);
         r->meta = strdup(v);

@@ -162,6 +162,23 @@ static int read_token(const char *path, char *out, size_t size)
  * kept for container tasks, written to <state_dir>/cdi/tessera.json and,
  * with --cdi-dir, there too for other runtimes. A spec that cannot be
  * written is said and the agent goes on: its own tasks use the one kept. */
+/* spec as file name in state_dir/cdi and, when one is given, in cdi_dir (where
+ * a CDI runtime looks); a failure is said and the other copy still written. */
+static void write_cdi_files(const json_t *spec, const char *name, const char *state_dir,
+                            const char *cdi_dir)
+{
+    const char *dirs[] = {state_dir, cdi_dir};
+    for (size_t i = 0; i < 2; i++) {
+        char path[700];
+        ts_err err;
+        if (!dirs[i])
+            continue;
+        snprintf(path, sizeof path, i == 0 ? "%s/cdi/%s" : "%s/%s", dirs[i], name);
+        if (agent_cdi_write(spec, path, &err) != 0)
+            fprintf(stderr, "tessera-agent: %s\n", err.msg);
+    }
+}
+
 static void write_cdi(const ts_node_desc *desc, ts_agent_node *node, const char *state_dir,
                       const char *cdi_dir, const char *dev_root)
 {
@@ -175,16 +192,7 @@ static void write_cdi(const ts_node_desc *desc, ts_agent_node *node, const char 
     json_decref(node->cdi);
     node->cdi = spec;
     mkdir(state_dir, 0755); /* the agent makes it too, later; it may not exist yet */
-    const char *dirs[] = {state_dir, cdi_dir};
-    for (size_t i = 0; i < 2; i++) {
-        char path[700];
-        if (!dirs[i])
-            continue;
-        snprintf(path, sizeof path, i == 0 ? "%s/cdi/tessera.json" : "%s/tessera.json",
-                 dirs[i]);
-        if (agent_cdi_write(node->cdi, path, &err) != 0)
-            fprintf(stderr, "tessera-agent: %s\n", err.msg);
-    }
+    write_cdi_files(node->cdi, "tessera.json", state_dir, cdi_dir);
 }
 
 /* What the CDI spec is made from again after a MIG reconfiguration. */
@@ -236,16 +244,7 @@ static void write_cdi_net(const ts_nic_map *nics, const char *sysfs_root, const 
         fprintf(stderr, "tessera-agent: cdi: %s\n", err.msg);
         return;
     }
-    const char *dirs[] = {state_dir, cdi_dir};
-    for (size_t i = 0; i < 2; i++) {
-        char path[700];
-        if (!dirs[i])
-            continue;
-        snprintf(path, sizeof path, i == 0 ? "%s/cdi/tessera-net.json" : "%s/tessera-net.json",
-                 dirs[i]);
-        if (agent_cdi_write(spec, path, &err) != 0)
-            fprintf(stderr, "tessera-agent: %s\n", err.msg);
-    }
+    write_cdi_files(spec, "tessera-net.json", state_dir, cdi_dir);
     json_decref(spec);
 }
 

@@ -44,6 +44,7 @@
 
 #include "agent/netns.h"
 #include "agent/netns_priv.h"
+#include "tessera/name_list.h"
 
 #define NS_DIR "/run/netns"
 #define NS_PREFIX "ts-"
@@ -298,20 +299,6 @@ static int bridge_sysctls(const char *br, ts_err *err)
     return 0;
 }
 
-/* Whether port ("PORT/tcp|udp") is in the comma-separated list. */
-static bool port_listed(const char *list, const char *port)
-{
-    size_t n = strlen(port);
-    for (const char *p = list; *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, port, n) == 0)
-            return true;
-        p += len + (end ? 1 : 0);
-    }
-    return false;
-}
-
 /* The published ports' map elements of s, verb'd ("add"/"delete"), and for
  * an add the publish_from set refilled (it is the cluster's, the same for
  * every task); appended to out. */
@@ -371,7 +358,7 @@ static bool state_find(const char *state_dir, const char *skip,
 
 static bool publishes(const net_state *s, const void *port)
 {
-    return port_listed(s->publish, port);
+    return ts_name_listed(s->publish, port); /* "PORT/tcp|udp" */
 }
 
 /* The task other than skip whose state publishes port here, into who; false if none. */

@@ -71,6 +71,14 @@ bool cli_parse_long(const char *s, long lo, long hi, long *out)
     return true;
 }
 
+int cli_when_opt(const struct cli_cmd *cmd, const char *opt, const char *v, time_t now,
+                 double *out)
+{
+    if (v && !cli_parse_when(v, now, out))
+        return cli_usage_error(cmd, "--%s: not a date or time: '%s'", opt, v);
+    return CLI_CONTINUE;
+}
+
 int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id)
 {
     if (!cli_parse_long(s, 1, LONG_MAX, id))

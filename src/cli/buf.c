@@ -85,6 +85,13 @@ void cli_buf_query(struct cli_buf *b, const char *k, const char *v)
     cli_buf_escape(b, v);
 }
 
+void cli_buf_query_time(struct cli_buf *b, const char *k, double t)
+{
+    char v[32];
+    snprintf(v, sizeof v, "%.15g", t);
+    cli_buf_query(b, k, v);
+}
+
 void cli_buf_free(struct cli_buf *b)
 {
     free(b->p);

@@ -117,6 +117,10 @@ __attribute__((format(printf, 1, 2))) void cli_warn(const char *fmt, ...);
 
 /* A decimal integer in lo..hi, nothing else; false otherwise. */
 bool cli_parse_long(const char *s, long lo, long hi, long *out);
+/* Option --opt's value v (NULL: not given, *out kept) as cli_parse_when (format.c)
+ * reads it; CLI_CONTINUE, or the usage error for a value that is not a time. */
+int cli_when_opt(const struct cli_cmd *cmd, const char *opt, const char *v, time_t now,
+                 double *out);
 
 /* A job id as the API has it: a positive integer. Usage error if not. */
 int cli_job_id(const struct cli_cmd *cmd, const char *s, long *id);
@@ -172,6 +176,8 @@ __attribute__((format(printf, 2, 3))) void cli_buf_printf(struct cli_buf *b, con
 void cli_buf_escape(struct cli_buf *b, const char *s);
 /* Appends "?k=v" or "&k=v" (v escaped); nothing when v is NULL. */
 void cli_buf_query(struct cli_buf *b, const char *k, const char *v);
+/* Appends "?k=t" or "&k=t", the time t in seconds written whole ("%.15g"). */
+void cli_buf_query_time(struct cli_buf *b, const char *k, double t);
 void cli_buf_free(struct cli_buf *b);
 
 /*

@@ -94,22 +94,20 @@ int cli_cmd_acct(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
         strcmp(format, "json") != 0)
         return cli_usage_error(cmd, "--format: must be table, csv or json, not '%s'", format);
     double t_from = 0, t_to = 0;
-    if (from && !cli_parse_when(from, ctx->now, &t_from))
-        return cli_usage_error(cmd, "--from: not a date or time: '%s'", from);
-    if (to && !cli_parse_when(to, ctx->now, &t_to))
-        return cli_usage_error(cmd, "--to: not a date or time: '%s'", to);
+    if ((rc = cli_when_opt(cmd, "from", from, ctx->now, &t_from)) != CLI_CONTINUE ||
+        (rc = cli_when_opt(cmd, "to", to, ctx->now, &t_to)) != CLI_CONTINUE)
+        return rc;
     if (from && to && t_from >= t_to)
         return cli_usage_error(cmd, "--from: must be before --to");
-    char fb[32], tb[32];
-    snprintf(fb, sizeof fb, "%.15g", t_from);
-    snprintf(tb, sizeof tb, "%.15g", t_to);
     struct cli_buf path = {0};
     cli_buf_puts(&path, "/v1/acct");
     cli_buf_query(&path, "tenant", tenant);
     cli_buf_query(&path, "owner", user);
     cli_buf_query(&path, "state", state);
-    cli_buf_query(&path, "from", from ? fb : NULL);
-    cli_buf_query(&path, "to", to ? tb : NULL);
+    if (from)
+        cli_buf_query_time(&path, "from", t_from);
+    if (to)
+        cli_buf_query_time(&path, "to", t_to);
     cli_buf_query(&path, "limit", "1000");
     cli_buf_query(&path, "steps", steps ? "true" : NULL);
     json_t *out = NULL;

@@ -502,9 +502,17 @@ static int attach_job(struct cli_ctx *ctx, long id, long rank)
     return job_exit(ctx, id);
 }
 
-static int rank_arg(const struct cli_cmd *cmd, const sess_opts *o, long *id, long *rank)
+/* The options, job and rank of a JOB [RANK] command (attach, exec): more
+ * than two arguments, or a command where takes_cmd is false, is the usage
+ * error shape. */
+static int job_rank_opts(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv,
+                         bool takes_cmd, const char *shape, sess_opts *o, long *id, long *rank)
 {
-    int rc;
+    int rc = parse_opts(ctx, cmd, argc, argv, o, false);
+    if (rc != CLI_CONTINUE)
+        return rc;
+    if ((o->ncmd && !takes_cmd) || o->npos > 2)
+        return cli_usage_error(cmd, "%s", shape);
     if (o->npos < 1)
         return cli_usage_error(cmd, "a job id is needed");
     if ((rc = cli_job_id(cmd, o->pos[0], id)) != CLI_CONTINUE)
@@ -519,12 +527,9 @@ int cli_cmd_attach(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
 {
     sess_opts o;
     long id = 0, rank = 0;
-    int rc = parse_opts(ctx, cmd, argc, argv, &o, false);
+    int rc = job_rank_opts(ctx, cmd, argc, argv, false, "attach takes JOB [RANK] only", &o, &id,
+                           &rank);
     if (rc != CLI_CONTINUE)
-        return rc;
-    if (o.ncmd || o.npos > 2)
-        return cli_usage_error(cmd, "attach takes JOB [RANK] only");
-    if ((rc = rank_arg(cmd, &o, &id, &rank)) != CLI_CONTINUE)
         return rc;
     return attach_job(ctx, id, rank);
 }
@@ -533,12 +538,9 @@ int cli_cmd_exec(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char 
 {
     sess_opts o;
     long id = 0, rank = 0;
-    int rc = parse_opts(ctx, cmd, argc, argv, &o, false);
+    int rc = job_rank_opts(ctx, cmd, argc, argv, true, "exec takes JOB [RANK] -- COMMAND...", &o,
+                           &id, &rank);
     if (rc != CLI_CONTINUE)
-        return rc;
-    if (o.npos > 2)
-        return cli_usage_error(cmd, "exec takes JOB [RANK] -- COMMAND...");
-    if ((rc = rank_arg(cmd, &o, &id, &rank)) != CLI_CONTINUE)
         return rc;
     if (o.ncmd == 0)
         return cli_usage_error(cmd, "a command is needed after --");
@@ -677,14 +679,8 @@ static int submit_interactive(struct cli_ctx *ctx, const struct cli_cmd *cmd, co
         if (json_is_object(env) && !json_object_get(env, "TERM"))
             json_object_set_new(env, "TERM", json_string(term));
     }
-    char *body = json_dumps(spec, JSON_COMPACT);
-    json_decref(spec);
-    struct cli_req req = {.method = "POST", .path = "/v1/jobs", .body = body,
-                          .body_len = body ? strlen(body) : 0,
-                          .content_type = "application/json"};
     struct cli_resp resp = {0};
-    rc = body ? cli_http(ctx, &req, &resp) : CLI_EXIT_LOCAL;
-    free(body);
+    rc = cli_send_json(ctx, "POST", "/v1/jobs", spec, &resp);
     if (rc != CLI_EXIT_OK)
         return rc;
     json_t *jobs = json_object_get(resp.json, "jobs");

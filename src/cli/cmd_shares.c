@@ -67,8 +67,8 @@ int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if (rc != CLI_CONTINUE)
         return rc;
     double t_from = (double)ctx->now - 7 * 86400.0;
-    if (since && !cli_parse_when(since, ctx->now, &t_from))
-        return cli_usage_error(cmd, "--since: not a date or time: '%s'", since);
+    if ((rc = cli_when_opt(cmd, "since", since, ctx->now, &t_from)) != CLI_CONTINUE)
+        return rc;
     if (t_from >= (double)ctx->now)
         return cli_usage_error(cmd, "--since: must be in the past");
     json_t *troot = NULL, *tenants, *acct = NULL;

@@ -164,22 +164,15 @@ int cli_cmd_update(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         ok = (rc = cli_usage_error(cmd, "nothing to change: give --time-limit, --tasks, "
                                    "--gpus, --priority, --nice, --dependency, --hold or "
                                    "--release")) == 0;
-    char *text = ok ? json_dumps(body, JSON_COMPACT) : NULL;
-    json_decref(body);
-    if (!ok)
+    if (!ok) {
+        json_decref(body);
         return rc;
+    }
     char path[64];
     snprintf(path, sizeof path, "/v1/jobs/%ld", id);
-    struct cli_req req = {.method = "PATCH", .path = path, .body = text,
-                          .body_len = text ? strlen(text) : 0,
-                          .content_type = "application/json"};
     struct cli_resp resp;
-    rc = cli_http(ctx, &req, &resp);
-    free(text);
-    if (rc != CLI_EXIT_OK)
-        return rc;
     json_t *j;
-    rc = cli_expect_member(resp.json, "job", JSON_OBJECT, &j);
+    rc = cli_send_member(ctx, "PATCH", path, body, "job", JSON_OBJECT, &resp, &j);
     if (rc == CLI_EXIT_OK && !cli_emit(ctx, resp.json)) {
         char state[CLI_CELL_MAX];
         printf("job %ld: updated (%s)\n", id, cli_str(j, "state", state, sizeof state));

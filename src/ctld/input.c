@@ -16,6 +16,7 @@
 
 #include "ctld/input.h"
 #include "ctld/http.h"
+#include "tessera/name_list.h"
 
 /* A 400 naming one field, in the shape of a spec error. */
 void ctld_field_error(ctld_reply *r, const char *path, const char *fmt, ...)
@@ -167,13 +168,5 @@ const char *ctld_unknown_key(const json_t *in, const char *const *known, size_t 
 
 bool ctld_name_listed(const char *list, const char *name)
 {
-    size_t n = strlen(name);
-    for (const char *p = list; n && *p;) {
-        const char *end = strchr(p, ',');
-        size_t len = end ? (size_t)(end - p) : strlen(p);
-        if (len == n && strncmp(p, name, n) == 0)
-            return true;
-        p += len + (end ? 1 : 0);
-    }
-    return false;
+    return name[0] && ts_name_listed(list, name);
 }

@@ -43,8 +43,9 @@ bool ctld_level_known(const ctld *c, const char *name);
 int ctld_yaml_depth(const char *b, size_t len, int limit);
 /* The first member of object in whose key is none of known[0..n), or NULL. */
 const char *ctld_unknown_key(const json_t *in, const char *const *known, size_t n);
-/* Whether name (not empty) is one of the entries of a comma-separated list
- * (a reservation's users, a tenant's unix_users, a service's tenants). */
+/* Whether name is one of the entries of a comma-separated list (a
+ * reservation's users, a tenant's unix_users, a service's tenants); an
+ * empty name never is, whatever the list. */
 bool ctld_name_listed(const char *list, const char *name);
 /* A query time, read whole: 0..CTLD_TIME_MAX; false and a 400 naming param. */
 bool ctld_time_of(const char *s, const char *param, double *out, ctld_reply *r);

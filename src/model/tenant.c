@@ -13,6 +13,8 @@
  */
 #include "tessera/tenant.h"
 
+#include "tessera/name_list.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -264,15 +266,7 @@ bool ts_tenant_registry_ok(const ts_tenant *t, const char *host)
 {
     if (!t->registries_set)
         return true; /* not restricted */
-    size_t n = strlen(host);
-    for (const char *s = t->registries; *s;) {
-        const char *e = strchr(s, ',');
-        size_t len = e ? (size_t)(e - s) : strlen(s);
-        if (len == n && strncmp(s, host, n) == 0)
-            return true;
-        s += len + (e ? 1 : 0);
-    }
-    return false;
+    return ts_name_listed(t->registries, host);
 }
 
 bool ts_mount_path_ok(const char *p)
