@@ -698,7 +698,15 @@ void agent_sessions(ts_agent *a, const ts_desired *d)
     for (int i = 0; i < d->nsessions; i++) {
         const ts_desired_session *q = &d->sessions[i];
         const char *id = q->id, *secret = q->secret;
-        if (!id || !secret || strlen(id) >= 64 || strlen(secret) >= 128 || seen(a, id))
+        if (!id || !secret || strlen(id) >= 64 || strlen(secret) >= 128)
+            continue;
+        /* its rank is here but not started yet (its image or data still
+         * coming, its container being made): offered again at the next
+         * sync, within the controller's wait, not refused */
+        const local_task *lt = agent_find(a, q->job, q->rank, -1);
+        if (lt && !lt->t && !lt->start_error[0])
+            continue;
+        if (seen(a, id))
             continue;
         sess *s = calloc(1, sizeof *s);
         if (!s)
