@@ -342,7 +342,7 @@ void ts_desired_fini(ts_desired *d);
 /* Each member of a discovery, in the order the agent writes them. */
 enum ts_dc_field {
     TS_DC_CPUS, TS_DC_MEMORY_BYTES, TS_DC_DRIVER_VERSION, TS_DC_GPUS, TS_DC_TOPOLOGY,
-    TS_DC_NET_ADDR, TS_DC_RAILS, TS_DC_IB_PORTS,
+    TS_DC_NET_ADDR, TS_DC_RAILS, TS_DC_IB_PORTS, TS_DC_GPU_SHARING,
     TS_DC_NFIELDS
 };
 #define TS_DC_BIT(f) (1ULL << (f))
@@ -412,6 +412,10 @@ typedef struct ts_discovery {
     int nrails;
     ts_disc_ib_port *ib_ports;
     int nib_ports;
+    /* how its fractional tasks share a GPU (the agent's --sharing): MPS runs
+     * one user's server a GPU at a time, so the controller keeps one user's
+     * shares a GPU there */
+    enum ts_gpu_sharing { TS_SHARING_NONE = 0, TS_SHARING_TIMESLICE, TS_SHARING_MPS } gpu_sharing;
 } ts_discovery;
 
 /* The discovery as a JSON object (a new reference); NULL when out of memory. */

@@ -35,8 +35,9 @@
  * their index and scratch space. Jobs passed to a cycle are the caller's
  * and are only read. Not thread-safe, with one exception for a shell that
  * plans with its lock released: while ts_sched_plan runs, the live cluster
- * and quota may change through ts_sched_start, ts_sched_stop and
- * ts_sched_node_set_schedulable, and ts_sched_check_job, ts_sched_job_rate,
+ * and quota may change through ts_sched_start, ts_sched_stop,
+ * ts_sched_node_set_schedulable and ts_sched_node_set_share_one_user, and
+ * ts_sched_check_job, ts_sched_job_rate,
  * ts_sched_node_schedulable and ts_sched_gang_index may be called (all of
  * them touch only the live state); nothing else.
  */
@@ -517,6 +518,11 @@ int ts_sched_set_reservations(ts_sched *s, const ts_reservation *r, int n, ts_er
  * puts it back. TS_EINVAL for a bad index. */
 int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err);
 bool ts_sched_node_schedulable(const ts_sched *s, int node);
+/* Whether the node's shared GPUs take one user's shares at a time
+ * (ts_node.share_one_user: an MPS node), from the next plan on; shares
+ * already there stay. TS_EINVAL for a bad index. */
+int ts_sched_node_set_share_one_user(ts_sched *s, int node, bool on, ts_err *err);
+bool ts_sched_node_share_one_user(const ts_sched *s, int node);
 
 /* Recomputes what s holds from jobs[0..njobs-1], every job that holds
  * allocations (running and stopping), and compares: each node's CPU, memory

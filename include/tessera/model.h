@@ -67,6 +67,8 @@ typedef struct ts_gpu {
     int32_t milli_used;    /* 0..TS_MILLI_PER_GPU (WHOLE/SHARED) */
     int64_t mem_used_mib;  /* GPU memory promised to tasks */
     int32_t ntasks;        /* tasks holding this GPU (or one of its instances) */
+    int64_t share_key;     /* on a node that keeps one user per GPU: the key of the shares
+                              on it while it has any; 0 otherwise */
     ts_mig_layout mig;     /* mode == TS_GPU_MIG */
     int topo_vertex;       /* this GPU's vertex in the topology, -1 if none */
 } ts_gpu;
@@ -99,6 +101,10 @@ typedef struct ts_node {
     int nlabels;
     ts_label labels[TS_NODE_MAX_LABELS];
     int topo_vertex;       /* the node's own vertex's parent chain, -1 if none */
+    /* its shared GPUs take the shares of one user at a time (an MPS node:
+     * MPS runs one user's server a device, the others' clients wait):
+     * shares of another ts_request.share_key go to another GPU */
+    bool share_one_user;
     /* aggregates, kept by assign/release */
     int gpus_free;         /* GPUs with nothing on them (any mode) */
     int mig_gpus;          /* GPUs in MIG mode (fixed when the node is added) */
@@ -137,6 +143,8 @@ typedef struct ts_request {
     int64_t gpu_mem_mib;    /* per GPU, 0 = no requirement */
     uint32_t model_mask;    /* allowed GPU models (bit = model id), 0 = any */
     int mig_profile;        /* -1, or a MIG profile id: one instance of it */
+    int64_t share_key;      /* a share's user (the run-as uid + 1), for nodes that keep one
+                               user per GPU (ts_node.share_one_user); 0 = none */
 } ts_request;
 
 /* Validates a request's own fields (ranges, MIG xor milli); TS_EINVAL naming

@@ -611,6 +611,10 @@ static int serve(agent_args *A, ts_agent_node *node)
         node->cdi_refresh = refresh_cdi;
         node->cdi_refresh_ctx = &cdi_refresh;
     }
+    if (node->discovery && node->discovery->ngpus > 0) { /* how its shares share a GPU */
+        node->discovery->gpu_sharing = node->mps ? TS_SHARING_MPS : TS_SHARING_TIMESLICE;
+        node->discovery->present |= TS_DC_BIT(TS_DC_GPU_SHARING);
+    }
     if (A->cfg.net_addr[0] && node->discovery) { /* the peers of the tenants' VXLANs */
         node->discovery->net_addr = A->cfg.net_addr;
         node->discovery->present |= TS_DC_BIT(TS_DC_NET_ADDR);

@@ -604,6 +604,7 @@ static int apply_sync(ctld *c, int n, bool reg, const sync_msg *m, uint64_t dige
     pthread_mutex_unlock(&a->mu);
     if (reg) {
         keep_discovery(a, in->discovery);
+        ctld_share_one_user(c, n, in->discovery);
         bool was = a->registered;
         pthread_mutex_lock(&a->mu);
         a->registered = true;

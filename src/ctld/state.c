@@ -342,6 +342,36 @@ static int mig_geometry_any(const ctld *c, const char *model)
     return TS_MIG_NONE;
 }
 
+int64_t ctld_share_key(const ctld *c, const cjob *j, const ts_request *r)
+{
+    if (c->nshare_one_user == 0 || !ts_request_is_share(r))
+        return 0; /* no node tells users apart: shares stay one class */
+    return j->row.run_uid >= 0 ? j->row.run_uid + 1 : 1; /* unmapped: the agent's own (root) */
+}
+
+/* A registration's GPU sharing: on an MPS node (one user's server a GPU at
+ * a time, gpu-facts.md 4.1) the scheduler keeps one user's shares a GPU.
+ * The first such node gives every job's shares their user's key (a running
+ * one's for when it waits again), the last one gone leaves them (harmless:
+ * no node reads them). Under c->mu. */
+void ctld_share_one_user(ctld *c, int n, const ts_discovery *d)
+{
+    bool on = d && (d->present & TS_DC_BIT(TS_DC_GPU_SHARING)) &&
+              d->gpu_sharing == TS_SHARING_MPS;
+    if (ts_sched_node_share_one_user(c->sched, n) == on)
+        return;
+    ts_sched_node_set_share_one_user(c->sched, n, on, NULL);
+    c->nshare_one_user += on ? 1 : -1;
+    c->dirty = true;
+    if (!on || c->nshare_one_user != 1)
+        return;
+    for (int i = 0; i < c->njobs; i++) {
+        cjob *j = c->jobs[i];
+        for (int k = 0; k < j->ntasks; k++)
+            j->tasks[k].share_key = ctld_share_key(c, j, &j->tasks[k]);
+    }
+}
+
 /* Builds j->tasks and j->sj from j->spec and j->row; err names the field. */
 int ctld_job_build(ctld *c, cjob *j, ts_err *err)
 {
@@ -385,6 +415,7 @@ int ctld_job_build(ctld *c, cjob *j, ts_err *err)
             r.num_gpu = t->gpus > 0 ? t->gpus : 1;
             r.gpu_milli = t->gpu_milli > 0 ? t->gpu_milli : TS_MILLI_PER_GPU;
             r.gpu_mem_mib = t->gpu_mem_mib;
+            r.share_key = ctld_share_key(c, j, &r);
         }
         for (int i = 0; i < t->count; i++)
             j->tasks[k++] = r;

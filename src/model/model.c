@@ -174,10 +174,17 @@ static bool gpu_takes_whole(const ts_node *n, const ts_gpu *g, const ts_request 
            gpu_mem_ok(n, g, r->gpu_mem_mib);
 }
 
+/* A node that keeps one user per GPU takes a share only on a GPU that is
+ * empty or holds that user's shares. */
+static bool share_key_ok(const ts_node *n, const ts_gpu *g, int64_t key)
+{
+    return !n->share_one_user || g->ntasks == 0 || g->share_key == key;
+}
+
 static bool gpu_takes_share(const ts_node *n, const ts_gpu *g, const ts_request *r)
 {
     return g->mode == TS_GPU_SHARED && TS_MILLI_PER_GPU - g->milli_used >= r->gpu_milli &&
-           gpu_mem_ok(n, g, r->gpu_mem_mib);
+           gpu_mem_ok(n, g, r->gpu_mem_mib) && share_key_ok(n, g, r->share_key);
 }
 
 bool ts_node_gpu_takes_share(const ts_node *n, int i, const ts_request *r)
@@ -350,12 +357,15 @@ int ts_node_assign(ts_node *n, const ts_request *r, const ts_alloc *a)
             bool ok = a->gpu_milli >= TS_MILLI_PER_GPU
                           ? g->mode != TS_GPU_MIG && g->ntasks == 0
                           : g->mode == TS_GPU_SHARED &&
-                                TS_MILLI_PER_GPU - g->milli_used >= a->gpu_milli;
+                                TS_MILLI_PER_GPU - g->milli_used >= a->gpu_milli &&
+                                share_key_ok(n, g, r->share_key);
             if (!ok || !gpu_mem_ok(n, g, a->gpu_mem_mib))
                 return TS_ENOSPC;
         }
         for (int j = 0; j < a->ngpu; j++) {
             ts_gpu *g = &n->gpu[a->gpu[j]];
+            if (n->share_one_user && a->gpu_milli < TS_MILLI_PER_GPU && g->ntasks == 0)
+                g->share_key = r->share_key; /* the GPU is this user's while it holds shares */
             g->milli_used += a->gpu_milli;
             g->mem_used_mib += a->gpu_mem_mib;
             g->ntasks++;
@@ -393,7 +403,8 @@ int ts_node_release(ts_node *n, const ts_alloc *a)
             assert(g->milli_used >= a->gpu_milli && g->ntasks > 0);
             g->milli_used -= a->gpu_milli;
             g->mem_used_mib -= a->gpu_mem_mib;
-            g->ntasks--;
+            if (--g->ntasks == 0)
+                g->share_key = 0;
         }
     }
     n->cpu_used -= a->cpu_milli;

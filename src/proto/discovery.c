@@ -141,6 +141,8 @@ static json_t *dc_topology_encode(const void *base)
 }
 
 #define D(m) offsetof(ts_discovery, m)
+static const char *const SHARINGS[] = {NULL, "timeslice", "mps"};
+
 static const proto_field DC_FIELDS[TS_DC_NFIELDS] = {
     [TS_DC_CPUS] = {"cpus", PK_I64, D(cpus), 0, INT64_MAX},
     [TS_DC_MEMORY_BYTES] = {"memory_bytes", PK_I64, D(memory_bytes), 0, INT64_MAX},
@@ -152,6 +154,8 @@ static const proto_field DC_FIELDS[TS_DC_NFIELDS] = {
     [TS_DC_RAILS] = {.name = "rails", PROTO_ROWS(ts_discovery, rails, nrails, RAIL_FIELDS)},
     [TS_DC_IB_PORTS] = {.name = "ib_ports",
                         PROTO_ROWS(ts_discovery, ib_ports, nib_ports, PORT_FIELDS)},
+    [TS_DC_GPU_SHARING] = {.name = "gpu_sharing", .kind = PK_ENUM, .off = D(gpu_sharing),
+                           .hi = NLINES(SHARINGS), .names = SHARINGS},
 };
 #undef D
 #pragma GCC diagnostic pop

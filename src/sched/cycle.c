@@ -246,6 +246,23 @@ int ts_sched_node_set_schedulable(ts_sched *s, int node, bool on, ts_err *err)
     return 0;
 }
 
+int ts_sched_node_set_share_one_user(ts_sched *s, int node, bool on, ts_err *err)
+{
+    if (node < 0 || node >= s->live_c->nnodes)
+        return ts_err_set(err, TS_EINVAL, "node: %d is not a node of the cluster", node);
+    ts_node *n = &s->live_c->nodes[node];
+    if (n->share_one_user != on) {
+        n->share_one_user = on;
+        n->version++; /* the plan's copy takes it at its next sync */
+    }
+    return 0;
+}
+
+bool ts_sched_node_share_one_user(const ts_sched *s, int node)
+{
+    return node >= 0 && node < s->live_c->nnodes && s->live_c->nodes[node].share_one_user;
+}
+
 bool ts_sched_node_schedulable(const ts_sched *s, int node)
 {
     return ts_gang_index_node_enabled(s->live_ix, node);
@@ -263,7 +280,7 @@ static bool same_request(const ts_request *a, const ts_request *b)
     return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
            a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->model_mask == b->model_mask &&
-           a->mig_profile == b->mig_profile;
+           a->mig_profile == b->mig_profile && a->share_key == b->share_key;
 }
 
 int ts_sched_check_job(const ts_sched *s, const ts_job *job, ts_err *err)

@@ -54,8 +54,8 @@ struct cycle_scoring {
 static uint64_t request_hash(const ts_request *r)
 {
     uint64_t h = 1469598103934665603ULL;
-    const int64_t v[] = {r->cpu_milli, r->mem_mib, r->num_gpu, r->gpu_milli, r->gpu_mem_mib,
-                         r->model_mask, r->mig_profile};
+    const int64_t v[] = {r->cpu_milli, r->mem_mib,    r->num_gpu,     r->gpu_milli,
+                         r->gpu_mem_mib, r->model_mask, r->mig_profile, r->share_key};
     for (size_t i = 0; i < sizeof v / sizeof v[0]; i++) {
         h ^= (uint64_t)v[i];
         h *= 1099511628211ULL;
@@ -69,7 +69,7 @@ static bool same_request(const ts_request *a, const ts_request *b)
     return a->cpu_milli == b->cpu_milli && a->mem_mib == b->mem_mib &&
            a->num_gpu == b->num_gpu && a->gpu_milli == b->gpu_milli &&
            a->gpu_mem_mib == b->gpu_mem_mib && a->model_mask == b->model_mask &&
-           a->mig_profile == b->mig_profile;
+           a->mig_profile == b->mig_profile && a->share_key == b->share_key;
 }
 
 /* The class index of r (added if new), or -1 when the table is full. */

@@ -118,12 +118,13 @@ static bool interchangeable(const ts_node *a, const ts_node *b)
 {
     if (a->model != b->model || a->ngpu != b->ngpu || a->cpu_milli != b->cpu_milli ||
         a->mem_mib != b->mem_mib || a->cpu_used != b->cpu_used || a->mem_used != b->mem_used ||
-        a->mig_gpus != 0 || b->mig_gpus != 0)
+        a->mig_gpus != 0 || b->mig_gpus != 0 || a->share_one_user != b->share_one_user)
         return false;
     for (int g = 0; g < a->ngpu; g++)
         if (a->gpu[g].milli_used != b->gpu[g].milli_used ||
             a->gpu[g].mem_used_mib != b->gpu[g].mem_used_mib ||
-            a->gpu[g].ntasks != b->gpu[g].ntasks)
+            a->gpu[g].ntasks != b->gpu[g].ntasks ||
+            a->gpu[g].share_key != b->gpu[g].share_key)
             return false;
     return true;
 }

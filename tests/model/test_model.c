@@ -205,6 +205,45 @@ static void test_whole_lowest_index(void **state)
     ts_cluster_free(c);
 }
 
+/* A node whose shared GPUs keep one user's shares each (an MPS node: MPS
+ * runs one user's server a GPU at a time): another user's share goes to
+ * another GPU, or does not fit; an emptied GPU takes anyone again. Without
+ * the flag, keys change nothing. */
+static void test_share_one_user_per_gpu(void **state)
+{
+    (void)state;
+    ts_cluster *c = ts_cluster_new();
+    add(c, "n", "G2", 2, 64000, 262144, TS_GPU_SHARED);
+    ts_node *n = &c->nodes[0];
+    n->share_one_user = true;
+    ts_request alice = req_share(300), bob = req_share(300);
+    alice.share_key = 11;
+    bob.share_key = 12;
+    ts_alloc a1 = place(n, &alice);
+    ts_alloc a2 = place(n, &alice);
+    assert_int_equal(a1.gpu[0], a2.gpu[0]); /* best fit: alice's GPU again */
+    assert_int_equal(n->gpu[a1.gpu[0]].share_key, 11);
+    ts_alloc b1 = place(n, &bob);
+    assert_int_not_equal(b1.gpu[0], a1.gpu[0]); /* not beside alice, though 400 are free */
+    assert_int_equal(n->gpu[b1.gpu[0]].share_key, 12);
+    ts_request carol = req_share(100);
+    carol.share_key = 13;
+    ts_alloc tmp;
+    assert_false(ts_node_fits(n, &carol)); /* both GPUs hold another user's shares */
+    assert_int_equal(ts_node_choose_gpus(n, &carol, &tmp), TS_ENOSPC);
+    tmp = a1;
+    tmp.gpu[0] = a1.gpu[0];
+    assert_int_equal(ts_node_assign(n, &carol, &tmp), TS_ENOSPC); /* a forced choice too */
+    assert_int_equal(ts_node_release(n, &b1), 0);
+    assert_int_equal(n->gpu[b1.gpu[0]].share_key, 0);
+    ts_alloc c1 = place(n, &carol); /* the emptied GPU is anyone's */
+    assert_int_equal(c1.gpu[0], b1.gpu[0]);
+    /* without the flag the same keys share a GPU */
+    n->share_one_user = false;
+    assert_true(ts_node_fits(n, &bob));
+    ts_cluster_free(c);
+}
+
 static void test_share_best_fit(void **state)
 {
     (void)state;
@@ -821,6 +860,7 @@ int main(void)
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_add_node_errors),
         cmocka_unit_test(test_whole_lowest_index),
+        cmocka_unit_test(test_share_one_user_per_gpu),
         cmocka_unit_test(test_share_best_fit),
         cmocka_unit_test(test_gpu_memory),
         cmocka_unit_test(test_model_mask_and_host_limits),

@@ -27,6 +27,35 @@ def mps_daemons(c, node):
     return out
 
 
+def scenario_an_mps_node_keeps_one_user_per_gpu(c):
+    """agent-mig-mps.md: MPS runs one user's server a GPU at a time, so on an
+    MPS node (`--sharing mps`) the scheduler gives another Unix user's share
+    another GPU, never one where a different user's shares run; the same
+    user's shares still pack onto one GPU."""
+    other = c.token("mps-other", "user", "team-a", unix_user="nobody", uid=65534)
+
+    def quarter(name, token=None):
+        jid = c.submit({"tenant": "team-a", "name": name, "tier": "guaranteed",
+                        "command": ["/bin/sh", "-c", "sleep 120"], "nodelist": "s-1",
+                        "workdir": "/tmp",
+                        "tasks": [{"count": 1, "gpus": 1, "gpu_fraction": 0.25,
+                                   "cpu_milli": 500, "memory_mib": 512}],
+                        "time_limit": "5m"}, token)
+        j = c.wait_job(jid, "running", 30) if jid else None
+        p = (j or {}).get("placement") or [{}]
+        return jid, p[0].get("node"), tuple(p[0].get("gpus") or ())
+
+    a = quarter("admin-1")
+    b = quarter("nobody-1", other)
+    a2 = quarter("admin-2")
+    check(a[1] == b[1] == a2[1] == "s-1", f"all three run on the MPS node: {a} {b} {a2}")
+    check(b[2] != a[2], f"another user's quarter gets another GPU: {a[2]} / {b[2]}")
+    check(a2[2] == a[2], f"the same user's quarters share one: {a[2]} / {a2[2]}")
+    for jid in (a[0], b[0], a2[0]):
+        if jid:
+            c.call("POST", f"/v1/jobs/{jid}/cancel", {})
+
+
 def scenario_agent_stop_stops_its_mps_daemons(c):
     """tessera-agent.md: on SIGTERM the agent stops its tasks, and the MPS control
     daemons it started stop with it."""

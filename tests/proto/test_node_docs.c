@@ -32,7 +32,7 @@ static const char DISCOVERY[] =
     "\"nvlinks\":[],\"error\":\"GPU is lost\"}],"
     "\"topology\":[[\"X\",\"NV12\"],[\"NV12\",\"X\"]],\"net_addr\":\"10.1.0.7\","
     "\"rails\":[{\"gpu\":0,\"hca\":\"mlx5_0\"}],\"ib_ports\":[{\"hca\":\"mlx5_0\","
-    "\"guid\":\"0x0002c90300a1b2c1\"}]}";
+    "\"guid\":\"0x0002c90300a1b2c1\"}],\"gpu_sharing\":\"mps\"}";
 
 static const char HEALTH[] =
     "{\"verdict\":\"failed\",\"xid_monitored\":true,\"reasons\":[\"gpu 1: xid-79: fell off\"],"
@@ -70,6 +70,7 @@ static void a_discovery_round_trips_byte_for_byte(void **state)
     assert_int_equal(d.present, TS_DC_BIT(TS_DC_NFIELDS) - 1);
     assert_int_equal(d.cpus, 224);
     assert_int_equal(d.ngpus, 2);
+    assert_int_equal(d.gpu_sharing, TS_SHARING_MPS);
     const ts_disc_gpu *g = &d.gpus[0];
     assert_string_equal(g->model, "A100-40GB");
     assert_int_equal(g->nnvlinks, 2);
