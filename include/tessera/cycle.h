@@ -36,7 +36,8 @@
  * and are only read. Not thread-safe, with one exception for a shell that
  * plans with its lock released: while ts_sched_plan runs, the live cluster
  * and quota may change through ts_sched_start, ts_sched_stop,
- * ts_sched_node_set_schedulable and ts_sched_node_set_share_one_user, and
+ * ts_sched_node_set_schedulable, ts_sched_node_set_share_one_user and
+ * ts_sched_gpu_share_key_note, and
  * ts_sched_check_job, ts_sched_job_rate,
  * ts_sched_node_schedulable and ts_sched_gang_index may be called (all of
  * them touch only the live state); nothing else.
@@ -523,6 +524,10 @@ bool ts_sched_node_schedulable(const ts_sched *s, int node);
  * already there stay. TS_EINVAL for a bad index. */
 int ts_sched_node_set_share_one_user(ts_sched *s, int node, bool on, ts_err *err);
 bool ts_sched_node_share_one_user(const ts_sched *s, int node);
+/* The user key of the shares already on a GPU of such a node (placed before
+ * it said so, or restored at a restart), where the GPU holds shares and no
+ * key yet; else nothing. */
+void ts_sched_gpu_share_key_note(ts_sched *s, int node, int gpu, int64_t key);
 
 /* Recomputes what s holds from jobs[0..njobs-1], every job that holds
  * allocations (running and stopping), and compares: each node's CPU, memory

@@ -353,7 +353,9 @@ int64_t ctld_share_key(const ctld *c, const cjob *j, const ts_request *r)
  * a time, gpu-facts.md 4.1) the scheduler keeps one user's shares a GPU.
  * The first such node gives every job's shares their user's key (a running
  * one's for when it waits again), the last one gone leaves them (harmless:
- * no node reads them). Under c->mu. */
+ * no node reads them); a GPU of the node already holding shares (restored
+ * at a restart, before its agent registered) is their user's. Under c->mu,
+ * no plan running (ctld_commit_wait). */
 void ctld_share_one_user(ctld *c, int n, const ts_discovery *d)
 {
     bool on = d && (d->present & TS_DC_BIT(TS_DC_GPU_SHARING)) &&
@@ -363,12 +365,18 @@ void ctld_share_one_user(ctld *c, int n, const ts_discovery *d)
     ts_sched_node_set_share_one_user(c->sched, n, on, NULL);
     c->nshare_one_user += on ? 1 : -1;
     c->dirty = true;
-    if (!on || c->nshare_one_user != 1)
+    if (!on)
         return;
     for (int i = 0; i < c->njobs; i++) {
         cjob *j = c->jobs[i];
-        for (int k = 0; k < j->ntasks; k++)
-            j->tasks[k].share_key = ctld_share_key(c, j, &j->tasks[k]);
+        for (int k = 0; k < j->ntasks; k++) {
+            ts_request *r = &j->tasks[k];
+            if (c->nshare_one_user == 1)
+                r->share_key = ctld_share_key(c, j, r);
+            /* what already runs there: its GPU is its user's */
+            if (j->allocs && j->allocs[k].node == n && r->share_key)
+                ts_sched_gpu_share_key_note(c->sched, n, j->allocs[k].gpu[0], r->share_key);
+        }
     }
 }
 

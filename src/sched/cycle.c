@@ -258,6 +258,18 @@ int ts_sched_node_set_share_one_user(ts_sched *s, int node, bool on, ts_err *err
     return 0;
 }
 
+void ts_sched_gpu_share_key_note(ts_sched *s, int node, int gpu, int64_t key)
+{
+    if (node < 0 || node >= s->live_c->nnodes)
+        return;
+    ts_node *n = &s->live_c->nodes[node];
+    if (gpu < 0 || gpu >= n->ngpu || n->gpu[gpu].mode != TS_GPU_SHARED || n->gpu[gpu].ntasks == 0 ||
+        n->gpu[gpu].share_key != 0)
+        return;
+    n->gpu[gpu].share_key = key;
+    n->version++;
+}
+
 bool ts_sched_node_share_one_user(const ts_sched *s, int node)
 {
     return node >= 0 && node < s->live_c->nnodes && s->live_c->nodes[node].share_one_user;

@@ -4,7 +4,7 @@ import os
 import signal
 
 from cluster import Node
-from harness import check
+from harness import check, wait_ready
 
 CLUSTER = {"nodes": [Node("r-1", leaf="l1"),
                      Node("s-1", leaf="l1", cls="h8shared",
@@ -51,7 +51,21 @@ def scenario_an_mps_node_keeps_one_user_per_gpu(c):
     check(a[1] == b[1] == a2[1] == "s-1", f"all three run on the MPS node: {a} {b} {a2}")
     check(b[2] != a[2], f"another user's quarter gets another GPU: {a[2]} / {b[2]}")
     check(a2[2] == a[2], f"the same user's quarters share one: {a[2]} / {a2[2]}")
-    for jid in (a[0], b[0], a2[0]):
+    # a controller restart: the running shares are restored before the
+    # node's agent says it is MPS, and their GPUs stay their users'
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGTERM)
+    ctld.wait()
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    check(wait_ready(c.url, 30), "tesserad is back")
+    c.wait(lambda: (c.node("s-1").get("health") or {}).get("source") == "agent",
+           "the MPS node's agent registered again", 30)
+    b2 = quarter("nobody-2", other)
+    a3 = quarter("admin-3")
+    check(b2[2] == b[2] and a3[2] == a[2],
+          f"after the restart each user's quarter joins its own GPU: {b[2]}->{b2[2]}, "
+          f"{a[2]}->{a3[2]}")
+    for jid in (a[0], b[0], a2[0], b2[0], a3[0]):
         if jid:
             c.call("POST", f"/v1/jobs/{jid}/cancel", {})
 
