@@ -527,9 +527,11 @@ int ctld_placement_parse(const ctld *c, cjob *j, ts_err *err)
         const char *node = json_string_value(json_object_get(t, "node"));
         int n = node ? ts_cluster_find_node(c->cluster, node) : -1;
         if (n < 0 || !json_is_array(g) || json_array_size(g) > TS_NODE_MAX_GPUS) {
+            /* the message before the document goes: node points into it */
+            ts_err_set(err, TS_EINVAL, "job %lld: placement[%d]: node \"%s\" is gone",
+                       (long long)j->row.id, i, node ? node : "?");
             json_decref(a);
-            return ts_err_set(err, TS_EINVAL, "job %lld: placement[%d]: node \"%s\" is gone",
-                              (long long)j->row.id, i, node ? node : "?");
+            return TS_EINVAL;
         }
         ts_alloc *al = &j->allocs[i];
         al->node = n;

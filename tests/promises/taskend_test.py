@@ -434,3 +434,39 @@ def scenario_output_after_redirect_is_readable(c):
     check(r.returncode == 0 and "Traceback: boom" in r.stdout,
           f"tessera logs shows it after the end: {r.returncode} {r.stdout} {r.stderr}")
     check("Traceback: boom" in (j.get("why") or ""), f"why quotes its last line: {j.get('why')}")
+
+
+def scenario_a_running_job_whose_node_left_the_cluster_file(c):
+    """tesserad.md: a job restored at start whose node is no longer in the
+    cluster file fails, its reason naming the node (the message was built
+    from freed memory: garbage, and on PostgreSQL a start that failed)."""
+    import signal
+    from harness import wait_ready
+    others = ("r-1", "r-2", "r-3")
+    for n in others:  # so that it lands on r-4 without naming it
+        c.call("POST", f"/v1/nodes/{n}/drain", {})
+    jid = c.submit(spec("on-r-4", "sleep 300", gpus=1))
+    j = c.wait_job(jid, "running", 30)
+    for n in others:
+        c.call("POST", f"/v1/nodes/{n}/resume", {})
+    if not j or (j.get("placement") or [{}])[0].get("node") != "r-4":
+        check(False, f"the job runs on r-4: {j and j.get('placement')}")
+        return
+    whole = open(c.path("cluster.yaml")).read()
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGKILL)
+    ctld.wait()
+    c.write("cluster.yaml", "".join(line for line in whole.splitlines(keepends=True)
+                                    if "name: r-4," not in line))
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    check(wait_ready(c.url, 30), "tesserad starts without r-4")
+    j = c.job(jid)
+    check(j.get("state") == "failed" and 'placement[0]: node "r-4" is gone' in (j.get("why") or ""),
+          f"the job fails naming its node: {j.get('state')} {j.get('why')!r}")
+    # r-4 back, for what follows
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGTERM)
+    ctld.wait()
+    c.write("cluster.yaml", whole)
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    check(wait_ready(c.url, 30), "tesserad is back with r-4")
