@@ -345,8 +345,10 @@ static void report_started(ts_agent *a, local_task *lt, double now, ts_task_repo
     r->out_stdout = out[0];
     r->out_stderr = out[1];
     add_end(lt, r);
-    if (lt->st.cut_off) /* its keeper stopped it while no agent ran (launch_keeper.c) */
+    if (lt->st.cut_off == TS_CUT_KEEPER) /* while no agent ran (launch_keeper.c) */
         lt->cut_off = true;
+    else if (lt->st.cut_off == TS_CUT_AGENT_LEFT) /* an agent stopped with it (cutoff.c) */
+        lt->agent_stopped = true;
     if (lt->shim_missing || lt->disk_stopped || lt->cut_off || lt->agent_stopped) {
         /* stopped by the agent as it ran */
         agent_stopped_report(a, lt, r, why);

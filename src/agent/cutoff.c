@@ -10,6 +10,7 @@
  * and a second agent for the node, which would start its tasks again, is
  * refused by the controller by its identity (agent_identity).
  */
+#include <errno.h>
 #include <fcntl.h>
 #include <signal.h>
 #include <stdio.h>
@@ -162,14 +163,31 @@ void agent_leave(ts_agent *a)
         if (a->tasks[i].t && a->tasks[i].st.phase != TS_TASK_EXITED)
             a->tasks[i].agent_stopped = true;
     stop_and_wait(a);
+    bool told = false;
     if (a->registered) {
         /* one sync: the stopped tasks (their jobs requeue at once, not
          * after node_lost_after) and the node out of service */
         ts_err e;
         a->leaving = true;
-        if (agent_step(a, &e) != 0)
-            fprintf(stderr, "tessera-agent: could not tell the controller it stops (its "
-                            "jobs requeue once the node is lost): %s\n", e.msg);
+        told = agent_step(a, &e) == 0;
+        if (!told)
+            fprintf(stderr, "tessera-agent: could not tell the controller it stops: its "
+                            "tasks' records stay for the next agent to report: %s\n", e.msg);
     }
-    forget_all(a);
+    if (told) {
+        forget_all(a);
+        return;
+    }
+    /* no controller heard: the records stay, each stopped one marked, so
+     * the next agent reports them (agent_stopped) and their jobs requeue,
+     * rather than a controller starting the same run again here unseen */
+    for (int i = 0; i < a->ntasks; i++) {
+        local_task *lt = &a->tasks[i];
+        if (lt->t && lt->agent_stopped && agent_task_mark_left(lt->t) != 0)
+            fprintf(stderr, "tessera-agent: task j%lld-r%d: cannot mark its exit file: %s\n",
+                    (long long)lt->job, lt->rank, strerror(errno));
+        agent_task_detach(lt->t);
+    }
+    a->ntasks = 0;
+    agent_mps_tidy(a);
 }

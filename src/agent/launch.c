@@ -59,7 +59,7 @@ struct ts_task {
     ts_stop_outcome outcome;
     int exit_code, term_signal;
     long long oom_kills;
-    bool cut_off;            /* its keeper stopped it (the exit file says so) */
+    int cut_off;             /* who stopped it (TS_CUT_*, the exit file says so) */
     double ended_at;         /* its exit file's time, Unix s; 0 unknown */
     bool lost, cgroup_left;
     bool keeper_child;       /* this agent forked the keeper and has not reaped it */
@@ -880,6 +880,8 @@ void agent_task_free(ts_task *t)
     agent_rec_clear(&t->r);
     free(t);
 }
+
+int agent_task_mark_left(ts_task *t) { return agent_rec_exit_mark_left(&t->paths); }
 
 void agent_task_detach(ts_task *t)
 {

@@ -208,6 +208,9 @@ typedef enum ts_stop_outcome {
     TS_STOP_KILLED,          /* needed SIGKILL */
 } ts_stop_outcome;
 
+/* Who stopped a task that was not asked to stop (its exit file's cut_off). */
+enum ts_cut { TS_CUT_NONE = 0, TS_CUT_KEEPER = 1, TS_CUT_AGENT_LEFT = 2 };
+
 typedef struct ts_task_state {
     ts_task_phase phase;
     int exit_code;           /* 0..255 when it exited, -1 otherwise */
@@ -221,7 +224,9 @@ typedef struct ts_task_state {
      * at this flag still never takes a lost task for a success. */
     bool lost;
     long long oom_kills;     /* processes of its cgroup the kernel's OOM killer ended */
-    bool cut_off;            /* its keeper stopped it: the controller deadline passed */
+    int cut_off;             /* enum ts_cut. TS_CUT_KEEPER: its keeper, the controller's
+                                deadline passed; TS_CUT_AGENT_LEFT: its agent, as it stopped
+                                with no controller to tell */
     double ended_at;         /* EXITED: when (Unix s: its exit file's time), 0 unknown */
     bool hard_stop;          /* stopped by agent_task_timeout_begin (its time limit) */
     double phase_end_s;      /* a stop's current phase ends then (agent_mono_s); 0: none */
@@ -316,5 +321,8 @@ void agent_task_free(ts_task *t);
  * zombie of this process when it ends, so detach where the process exits.
  * NULL ok. */
 void agent_task_detach(ts_task *t);
+/* An ended task its agent stopped as the agent stopped, no controller told:
+ * its exit file says so (agent_rec_exit_mark_left), for the next agent. */
+int agent_task_mark_left(ts_task *t);
 
 #endif

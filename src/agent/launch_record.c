@@ -671,7 +671,7 @@ int agent_rec_read(const char *path, ts_rec *r, ts_err *err)
 }
 
 int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
-                     long long *oom_kills, bool *cut_off)
+                     long long *oom_kills, int *cut_off)
 {
     size_t len;
     char *text = slurp(path, EXIT_FILE_MAX_BYTES, &len);
@@ -684,7 +684,7 @@ int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, i
     *code = -1;
     *sig = 0;
     *oom_kills = 0;
-    *cut_off = false;
+    *cut_off = TS_CUT_NONE;
     char *save = NULL;
     for (char *line = strtok_r(text, "\n", &save); line != NULL && ok;
          line = strtok_r(NULL, "\n", &save)) {
@@ -713,11 +713,25 @@ int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, i
                    v < (1ULL << 62)) {
             *oom_kills = (long long)v;
         } else if (strcmp(line, "cut_off") == 0) {
-            *cut_off = strcmp(sp + 1, "1") == 0;
+            *cut_off = strcmp(sp + 1, "1") == 0       ? TS_CUT_KEEPER
+                       : strcmp(sp + 1, "agent") == 0 ? TS_CUT_AGENT_LEFT
+                                                      : *cut_off;
         }
     }
     free(text);
     return ok && got == 1 && fpid == pid && fstart == start ? 1 : 0;
+}
+
+int agent_rec_exit_mark_left(const ts_rec_paths *p)
+{
+    size_t len;
+    char *text = slurp(p->exit, EXIT_FILE_MAX_BYTES, &len);
+    if (text == NULL)
+        return -1;
+    static const char mark[] = "cut_off agent\n"; /* an older agent passes over it */
+    int rc = agent_rec_put(p->exit_tmp, p->exit, text, len, mark, sizeof mark - 1);
+    free(text);
+    return rc;
 }
 
 int agent_rec_remove(const ts_rec_paths *p)

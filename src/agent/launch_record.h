@@ -98,10 +98,15 @@ void agent_rec_exit_text(ts_sbuf *b, pid_t pid, unsigned long long start, int wa
 
 /* Reads an exit file: 1 and the status (*code 0..255 or -1, *sig or 0) when
  * it exists and names this pid and start time, *oom_kills (0 unless the
- * file has them) and *cut_off; 0 when there is none (or it is another
- * task's, or damaged: the task's status is then not known). */
+ * file has them) and *cut_off (TS_CUT_*); 0 when there is none (or it is
+ * another task's, or damaged: the task's status is then not known). */
 int agent_rec_exit_read(const char *path, pid_t pid, unsigned long long start, int *code, int *sig,
-                     long long *oom_kills, bool *cut_off);
+                     long long *oom_kills, int *cut_off);
+/* Adds "cut_off agent" to a task's exit file: its agent stopped it as it
+ * stopped itself and no controller heard of it, which the next agent
+ * reports (agent_stopped) so that the job is requeued, not started again as
+ * the same run. -1 (errno) when the file cannot be read or written. */
+int agent_rec_exit_mark_left(const ts_rec_paths *p);
 
 /* Field 22 (start time in clock ticks) and field 3 (state letter) of
  * /proc/<pid>/stat. 0, or -1 when there is no such process.

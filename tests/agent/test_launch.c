@@ -407,25 +407,38 @@ static void exit_file_decodes_code_signal_and_oom_kills(void **state)
         agent_rec_exit_text(&b, 4242, 99, CASES[i].status, CASES[i].ooms, i == 2);
         assert_false(b.cut);
         assert_int_equal(agent_rec_put(tmp, path, text, b.len, "", 0), 0);
-        int code, sig;
+        int code, sig, cut;
         long long ooms;
-        bool cut;
         assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms, &cut), 1);
         assert_int_equal(code, CASES[i].code);
         assert_int_equal(sig, CASES[i].sig);
         assert_int_equal(ooms, CASES[i].ooms);
-        assert_int_equal(cut, i == 2); /* stopped by its keeper, the controller lost */
+        /* stopped by its keeper, the controller lost */
+        assert_int_equal(cut, i == 2 ? TS_CUT_KEEPER : TS_CUT_NONE);
         assert_int_equal(agent_rec_exit_read(path, 4243, 99, &code, &sig, &ooms, &cut), 0);
+    }
+    /* marked by an agent that stopped it as it left, no controller told:
+     * the status stays, and the mark reads as such */
+    ts_rec_paths rp = {0};
+    snprintf(rp.exit, sizeof rp.exit, "%s", path);
+    snprintf(rp.exit_tmp, sizeof rp.exit_tmp, "%s", tmp);
+    assert_int_equal(agent_rec_exit_mark_left(&rp), 0);
+    {
+        int code, sig, cut;
+        long long ooms;
+        assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms, &cut), 1);
+        assert_int_equal(code, 1);
+        assert_int_equal(ooms, 1);
+        assert_int_equal(cut, TS_CUT_AGENT_LEFT);
     }
     char *nl = strstr(text, "oom_kill"); /* the last case has one: cut it off */
     assert_non_null(nl);
     *nl = '\0';
     assert_int_equal(agent_rec_put(tmp, path, text, strlen(text), "", 0), 0);
-    int code, sig;
+    int code, sig, cut = TS_CUT_KEEPER;
     long long ooms = 7;
-    bool cut = true;
     assert_int_equal(agent_rec_exit_read(path, 4242, 99, &code, &sig, &ooms, &cut), 1);
-    assert_false(cut);
+    assert_int_equal(cut, TS_CUT_NONE);
     assert_int_equal(code, 1);
     assert_int_equal(ooms, 0);
 }

@@ -288,6 +288,41 @@ def scenario_an_agent_stopped_with_sigterm_says_so(c):
     c.wait(lambda: c.node(node).get("state") == "up", "the agent back, its node is up", 30)
 
 
+def scenario_an_agent_stopped_while_no_controller_answers(c):
+    """tessera-agent.md: an agent stopped (SIGTERM) while no controller
+    answers keeps its stopped tasks' records, marked, for the next agent: at
+    its registration the job is requeued with the agent's reason and runs
+    again as a new run (TESSERA_RESTARTS 1), never the same run started again
+    unseen (the records were dropped and the controller relaunched it)."""
+    import signal
+    from harness import wait_ready
+    seen = c.path("restarts.txt")
+    open(seen, "w").close()
+    os.chmod(seen, 0o666)
+    jid = c.submit(spec("left", f"echo $TESSERA_RESTARTS >> {seen}; sleep 300", gpus=8))
+    if not c.wait_job(jid, "running", 30):
+        return
+    node = ((c.job(jid).get("placement") or [{}])[0]).get("node")
+    ctld = c.procs["tesserad"]
+    ctld.send_signal(signal.SIGKILL)
+    ctld.wait()
+    agent = c.procs[node]
+    agent.send_signal(signal.SIGTERM)
+    agent.wait(30)
+    c._spawn("tesserad", [c.bins["tesserad"], "--config", c.path("tesserad.yaml")])
+    check(wait_ready(c.url, 30), "tesserad is back")
+    c._spawn(node, agent.args, dict(os.environ,
+                                    TESSERA_FAKE_NVML_FIXTURE=c.path(node + "-gpus.json")))
+    ev = c.wait(lambda: [e for e in c.events(jid) if e["kind"] == "requeued"],
+                "the job is requeued once the agent is back", 30)
+    check(bool(ev) and "agent_stopped" in (ev[0].get("detail") or ""),
+          f"its requeued event gives the agent's reason: {ev}")
+    c.wait(lambda: open(seen).read().split() == ["0", "1"],
+           f"it ran again as a new run: TESSERA_RESTARTS {open(seen).read().split()}", 30)
+    j = c.job(jid)
+    check(j.get("restarts") == 1, f"the job counts the restart: {j.get('restarts')}")
+
+
 def scenario_exit_code_of_a_rank(c):
     """api.md: an ended job's `exit_code` and each rank's end (`ranks`); a
     failed job's reason names the rank, its node and its exit code."""
