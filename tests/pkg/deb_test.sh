@@ -74,6 +74,7 @@ done
 
 units="$root/lib/systemd/system"
 grep -qx 'KillMode=process' "$units/tessera-agent.service" || fail "agent unit: KillMode=process"
+grep -qx 'KillSignal=SIGKILL' "$units/tessera-agent.service" || fail "agent unit: KillSignal=SIGKILL"
 grep -qx 'Delegate=yes' "$units/tessera-agent.service" || fail "agent unit: Delegate=yes"
 grep -qx 'ProtectSystem=strict' "$units/tesserad.service" || fail "controller unit: ProtectSystem"
 # the units' dependencies (sysinit.target, ...) from the host, under the root
