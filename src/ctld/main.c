@@ -6,10 +6,12 @@
  * stands by first (ha.c, docs/ha.md) and opens the controller once it
  * holds the lease.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "ctld/ctld.h"
 #include "ctld/http.h"
@@ -138,6 +140,23 @@ static int arm_faults(ctld *c)
 }
 #endif
 
+/* A leader that cannot open (a wrong secrets key, a cluster file its store
+ * does not fit): the lease goes back at once, and it waits two leases
+ * before it exits, so that a standby that can open takes the lease rather
+ * than this one again, restarted by its supervisor. The exit status. */
+static int lead_failed(const ctld_config *cfg)
+{
+    if (!cfg->ha_on)
+        return 1;
+    ctld_ha_stop();
+    fprintf(stderr, "tesserad: ha: gave the lease back; exiting in %.0f s, so that another "
+                    "controller leads\n", 2 * cfg->ha_lease_s);
+    struct timespec ts = {(time_t)(2 * cfg->ha_lease_s), 0};
+    while (nanosleep(&ts, &ts) != 0 && errno == EINTR)
+        ;
+    return 1;
+}
+
 /* Opens the controller (after standing by, with ha:), serves until SIGINT
  * or SIGTERM, and stops. The exit status. */
 static int serve(ctld_config *cfg)
@@ -166,7 +185,7 @@ static int serve(ctld_config *cfg)
     }
     if (ctld_state_secure(cfg, &err) != 0 || ctld_open(&c, cfg, &err) != 0) {
         fprintf(stderr, "tesserad: %s\n", err.msg);
-        return 1;
+        return lead_failed(cfg);
     }
 #ifdef TS_STORE_FAULTS_ENV
     if (arm_faults(&c) != 0)

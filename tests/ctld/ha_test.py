@@ -72,9 +72,11 @@ URLS = [f"http://127.0.0.1:{p}" for p in PORTS]
 LOGS = ["a.log", "b.log"]
 
 
-def config(i, store, ha=True):
+def config(i, store, ha=True, key_file=None):
     path = os.path.join(TMP, f"ctl{i}.yaml")
     with open(path, "w") as f:
+        if key_file:
+            f.write(f"secrets_key_file: {key_file}\n")
         f.write(f"""listen: 127.0.0.1:{PORTS[i]}
 cluster: cluster.yaml
 tenants: tenants.yaml
@@ -90,14 +92,14 @@ metrics_public: true
     return path
 
 
-def start(i, store=None):
+def start(i, store=None, key_file=None):
     log = open(os.path.join(TMP, LOGS[i]), "ab")
     # a ThreadSanitizer build sleeps 1 s in _exit by default: the exit on a
     # lost lease is timed here
     env = dict(os.environ, TSAN_OPTIONS=os.environ.get("TSAN_OPTIONS", "") +
                " atexit_sleep_ms=0")
-    return subprocess.Popen([TESSERAD, "--config", config(i, store or STORE)], stdout=log,
-                            stderr=log, env=env)
+    return subprocess.Popen([TESSERAD, "--config", config(i, store or STORE, key_file=key_file)],
+                            stdout=log, stderr=log, env=env)
 
 
 def readyz(i):
@@ -378,6 +380,36 @@ try:
     check(who == lead, "database back: the leader acknowledges submissions")
     pa.close()
     pb.close()
+
+    # --- a controller that takes the lease and cannot open (a secrets key
+    # that does not decrypt the stored secrets) gives it back at once and
+    # waits two leases before it exits: the controller that can open leads
+    # (it kept the lease to its end, and won it again under a supervisor)
+    for p in procs:
+        p.send_signal(signal.SIGTERM)
+        p.wait(timeout=30)
+    procs[0] = start(0)
+    wait_for(lambda: readyz(0)[0] == 200, "a leader again, on the store itself", timeout=30)
+    st, _ = http_call(URLS[0], "PUT", "/v1/secrets/HA_KEPT", admin,
+                      {"value": "kept", "scope": "tenant", "tenant": "team-a"})
+    check(st in (200, 201), f"a secret stored ({st})")
+    wrong = os.path.join(TMP, "wrong.key")
+    subprocess.run([TESSERAD, "--gen-secrets-key", wrong], check=True, capture_output=True)
+    procs[1] = start(1, key_file=wrong)
+    wait_for(lambda: readyz(1)[0] == 503, "the wrong-key controller stands by", timeout=30)
+    procs[0].send_signal(signal.SIGKILL)
+    procs[0].wait(timeout=30)
+    gave = wait_for(lambda: "gave the lease back" in open(os.path.join(TMP, LOGS[1])).read(),
+                    "the wrong-key controller leads, cannot open, gives the lease back",
+                    timeout=LEASE + RENEW + SLACK)
+    t0 = time.time()
+    procs[0] = start(0)
+    ok = wait_for(lambda: readyz(0)[0] == 200, "the controller that can open leads",
+                  timeout=LEASE + SLACK)
+    check(gave and ok and time.time() - t0 < RENEW + SLACK,
+          f"it leads {time.time() - t0:.2f} s after its start, not after the lease ran out")
+    procs[1].wait(timeout=2 * LEASE + SLACK)
+    check(procs[1].returncode == 1, f"and it exits 1 ({procs[1].returncode})")
 finally:
     for p in procs:
         if p and p.poll() is None:
