@@ -231,6 +231,22 @@ static int restore_jobs(ctld *c, ts_err *err)
     }
 }
 
+/* A controller without ha: on a PostgreSQL store an HA set leads (its lease
+ * live) would run beside the leader unfenced: jobs it accepts the leader
+ * never schedules. Refused, naming the leader; a lease run out (a set
+ * stopped, or a store once used by one) does not stop it. */
+static int not_beside_a_leader(ts_store *s, ts_err *err)
+{
+    ts_lease_info li;
+    if (strcmp(ts_store_backend(s), "postgresql") != 0 || ts_store_lease_read(s, &li, err) != 0 ||
+        li.epoch == 0 || li.remaining_s <= 0)
+        return 0;
+    return ts_err_set(err, TS_ECONFLICT, "store: a controller of an HA set leads it (%s, epoch "
+                      "%lld, its lease %.1f s more): this one, without ha:, would run beside it "
+                      "unfenced; add ha: to join the set as a standby (docs/ha.md)",
+                      li.url[0] ? li.url : li.holder, (long long)li.epoch, li.remaining_s);
+}
+
 int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
 {
     memset(c, 0, sizeof *c);
@@ -255,6 +271,8 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_store_open(cfg->store_url, &c->store, err);
     if (rc == 0 && cfg->ha_epoch > 0) /* a leader (ha.c): fenced before its first write */
         rc = ts_store_set_epoch(c->store, cfg->ha_epoch, err);
+    else if (rc == 0)
+        rc = not_beside_a_leader(c->store, err);
     if (rc == 0) /* the step credentials' key (steps.h) */
         rc = ctld_step_key_load(c, err);
     if (rc == 0) /* no key for the secrets stored: refuse to start (docs/secrets.md) */

@@ -151,6 +151,19 @@ try:
     check(metric(0, 'tessera_ha_role{role="leader"}') == 1 and metric(0, "tessera_ha_epoch") >= 1,
           "leader /metrics: role leader and its epoch")
 
+    # a controller without ha: on the set's store is refused while it leads
+    # (it would run beside the leader unfenced), naming the leader
+    single = config(0, STORE, ha=False).replace("ctl0", "ctl-single")
+    os.rename(config(0, STORE, ha=False), single)
+    with open(single) as f:
+        text = f.read().replace(f"127.0.0.1:{PORTS[0]}", f"127.0.0.1:{free_port()}")
+    with open(single, "w") as f:
+        f.write(text)
+    r = subprocess.run([TESSERAD, "--config", single], capture_output=True, text=True, timeout=30)
+    check(r.returncode == 1 and "leads it" in r.stderr and URLS[0] in r.stderr and "ha:" in r.stderr,
+          f"a controller without ha: beside the leader is refused ({r.returncode}: "
+          f"{r.stderr.strip()[-200:]})")
+
     admin = open(os.path.join(TMP, "state", "admin.token")).read().strip()
     st, d = http_call(URLS[0], "POST", "/v1/tokens", admin,
                       {"name": "alice", "role": "user", "tenant": "team-a"})
