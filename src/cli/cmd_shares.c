@@ -27,22 +27,30 @@ static const json_t *tenant_named(const json_t *tenants, const char *name)
 }
 
 /* A tenant's row, or under it one of its users' (USER and OF TENANT only). */
+/* A number to a fixed count of decimals, "-" where there is none (null:
+ * not known to this token), as the docs show them (not %g's 3.3e-05). */
+static const char *fixed(const json_t *r, const char *key, int decimals, char *buf)
+{
+    const json_t *v = json_object_get(r, key);
+    if (!json_is_number(v))
+        return json_is_null(v) || !v ? "-" : cli_value(v, buf, CLI_CELL_MAX);
+    snprintf(buf, CLI_CELL_MAX, "%.*f", decimals, json_number_value(v));
+    return buf;
+}
+
 static void share_row(const struct cli_ctx *ctx, const json_t *r, char (*c)[CLI_CELL_MAX],
                       const char **row)
 {
     (void)ctx;
     bool user = json_is_string(json_object_get(r, "user"));
-    snprintf(c[6], CLI_CELL_MAX, "%.2f", json_number_value(json_object_get(r, "gpu_hours")));
-    if (user)
-        snprintf(c[7], CLI_CELL_MAX, "%.3f", json_number_value(json_object_get(r, "fraction")));
     const char *cells[8] = {user ? "" : cli_str(r, "tenant", c[0], CLI_CELL_MAX),
                             user ? cli_str(r, "user", c[1], CLI_CELL_MAX) : "",
                             user ? "" : cli_str(r, "weight", c[2], CLI_CELL_MAX),
-                            user ? "" : cli_str(r, "share", c[3], CLI_CELL_MAX),
-                            user ? "" : cli_str(r, "usage_share", c[4], CLI_CELL_MAX),
+                            user ? "" : fixed(r, "share", 3, c[3]),
+                            user ? "" : fixed(r, "usage_share", 3, c[4]),
                             user ? "" : cli_str(r, "order", c[5], CLI_CELL_MAX),
-                            c[6],
-                            user ? c[7] : ""};
+                            fixed(r, "gpu_hours", 2, c[6]),
+                            user ? fixed(r, "fraction", 3, c[7]) : ""};
     memcpy(row, cells, sizeof cells);
 }
 
@@ -56,7 +64,9 @@ static void prio_row(const struct cli_ctx *ctx, const json_t *j, char (*c)[CLI_C
                                        "attained_gpu_hours", "position_tenant",
                                        "position_cluster"};
     for (int k = 0; k < 10; k++)
-        row[k] = cli_str(j, keys[k], c[k], CLI_CELL_MAX);
+        row[k] = k == 4   ? fixed(j, keys[k], 3, c[k])
+                 : k == 7 ? fixed(j, keys[k], 2, c[k])
+                          : cli_str(j, keys[k], c[k], CLI_CELL_MAX);
 }
 
 int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, char **argv)
@@ -71,8 +81,17 @@ int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         return rc;
     if (t_from >= (double)ctx->now)
         return cli_usage_error(cmd, "--since: must be in the past");
-    json_t *troot = NULL, *tenants, *acct = NULL;
+    json_t *troot = NULL, *tenants, *acct = NULL, *me = NULL, *role = NULL;
     rc = tenants_of(ctx, &troot, &tenants);
+    if (rc == CLI_EXIT_OK)
+        rc = cli_get_member(ctx, "/v1/whoami", "role", JSON_STRING, &me, &role);
+    /* which tenants' GPU-hours this token reads whole (GET /v1/acct): an
+     * admin's or a cluster viewer's every tenant, a tenant viewer's its own,
+     * a user's none (its own jobs only): elsewhere a total is not known */
+    const char *rn = json_string_value(role);
+    const char *mine = me ? json_string_value(json_object_get(me, "tenant")) : NULL;
+    bool all = rn && (!strcmp(rn, "admin") || (!strcmp(rn, "viewer") && !(mine && *mine)));
+    bool own = rn && !all && strcmp(rn, "user") != 0;
     char fb[32], path[96];
     snprintf(fb, sizeof fb, "%.15g", t_from);
     snprintf(path, sizeof path, "/v1/acct?limit=1000&from=%s", fb);
@@ -81,6 +100,7 @@ int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
     if (rc != CLI_EXIT_OK) {
         json_decref(troot);
         json_decref(acct);
+        json_decref(me);
         return rc;
     }
     /* GPU-hours per tenant and per (tenant, user) in the window */
@@ -108,26 +128,29 @@ int cli_cmd_shares(struct cli_ctx *ctx, const struct cli_cmd *cmd, int argc, cha
         if (!tn)
             continue;
         double th = json_number_value(json_object_get(by_tenant, tn));
-        json_array_append_new(out, json_pack("{s:s,s:n,s:O,s:O,s:O,s:O,s:f,s:n}", "tenant", tn,
+        bool whole = all || (own && mine && !strcmp(mine, tn));
+        json_array_append_new(out, json_pack("{s:s,s:n,s:O,s:O,s:O,s:O,s:o,s:n}", "tenant", tn,
                                              "user", "weight", json_object_get(r, "weight"),
                                              "share", json_object_get(r, "share"),
                                              "usage_share", json_object_get(r, "usage_share"),
                                              "order", json_object_get(r, "order"), "gpu_hours",
-                                             th, "fraction"));
+                                             whole ? json_real(th) : json_null(), "fraction"));
         const char *us;
         json_t *hv;
         json_object_foreach(json_object_get(by_user, tn), us, hv) {
             double h = json_number_value(hv);
-            json_array_append_new(out, json_pack("{s:s,s:s,s:n,s:n,s:n,s:n,s:f,s:f}", "tenant",
+            json_array_append_new(out, json_pack("{s:s,s:s,s:n,s:n,s:n,s:n,s:f,s:o}", "tenant",
                                                  tn, "user", us, "weight", "share",
                                                  "usage_share", "order", "gpu_hours", h,
-                                                 "fraction", th > 0 ? h / th : 0.0));
+                                                 "fraction", !whole ? json_null()
+                                                             : json_real(th > 0 ? h / th : 0.0)));
         }
     }
     json_decref(by_tenant);
     json_decref(by_user);
     json_decref(acct);
     json_decref(troot);
+    json_decref(me);
     json_t *doc = json_pack("{s:o,s:f}", "shares", out, "since", t_from);
     if (cli_answered(ctx, CLI_EXIT_OK, doc))
         return CLI_EXIT_OK;

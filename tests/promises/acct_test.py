@@ -162,6 +162,19 @@ def scenario_shares_and_prio(c):
     r = c.cli("shares", token=t["alice"])
     check(r.returncode == 0 and "alice" in r.stdout and "bob" not in r.stdout,
           f"a user's shares show its own GPU-hours only: {r.stdout} {r.stderr}")
+    check("e-0" not in r.stdout, f"shares to three decimals, not %g's e-notation: {r.stdout}")
+    r = c.cli("-o", "json", "shares", "--since", "-1h", token=t["alice"])
+    try:
+        rows = json.loads(r.stdout)["shares"]
+    except (ValueError, KeyError):
+        rows = []
+    ta = next((x for x in rows if x["tenant"] == "team-a" and x["user"] is None), {})
+    al = next((x for x in rows if x["tenant"] == "team-a" and x["user"] == "alice"), {})
+    tb = next((x for x in rows if x["tenant"] == "team-b" and x["user"] is None), {})
+    check(al.get("gpu_hours", 0) > 0 and ta.get("gpu_hours", 0) is None and
+          tb.get("gpu_hours", 0) is None and al.get("fraction", 0) is None,
+          f"a user's token reads no tenant's total (null, printed '-'), not a false 0 or a "
+          f"fraction of 1: {ta} {al} {tb}")
     big = c.submit(spec("team-a", "big", "sleep 30", gpus=8), t["alice"])
     if not c.wait_job(big, "running", 30):
         return
