@@ -167,6 +167,20 @@ static bool rank_failed(const json_t *e)
            (strcmp(end, "exited") != 0 || json_integer_value(json_object_get(e, "exit_code")) != 0);
 }
 
+/* Whether every rank reported exiting 0 (a job that ends cleanly on its
+ * time limit's signal: its exit code is 0, not null). */
+static bool ranks_exited_0(const cjob *j)
+{
+    for (int r = 0; r < j->ntasks; r++) {
+        const json_t *e = j->rank_end ? json_array_get(j->rank_end, (size_t)r) : NULL;
+        const json_t *x = json_object_get(e, "exit_code");
+        if (!json_is_integer(x) || json_integer_value(x) != 0 ||
+            json_is_integer(json_object_get(e, "signal")))
+            return false;
+    }
+    return j->ntasks > 0;
+}
+
 /* The result document: the job's exit code and signal (its first failed
  * rank's, else 0 and null), and every rank's end (null: not reported). */
 static char *result_doc(const cjob *j, const json_t **first_failed)
@@ -184,7 +198,8 @@ static char *result_doc(const cjob *j, const json_t **first_failed)
                             f ? json_object_get(f, "signal") : json_null(), "ranks", ranks);
     if (doc && f)
         json_object_set(doc, "exit_code", json_object_get(f, "exit_code"));
-    if (!f && j->timed_out) { /* no exit code of its own: stopped from outside */
+    if (!f && j->timed_out && !ranks_exited_0(j)) {
+        /* stopped from outside: the signal that ended it, no exit code */
         json_object_set_new(doc, "exit_code", json_null());
         for (int r = 0; r < j->ntasks; r++) {
             json_t *e = json_array_get(ranks, (size_t)r);
@@ -221,8 +236,12 @@ static int settle_timeout(ctld *c, cjob *j, double now, ctld_txn *t, ts_err *err
 {
     char lim[32], why[WHY_MAX_BYTES];
     dur_text(ctld_job_limit_s(c, j), lim, sizeof lim);
-    snprintf(why, sizeof why, "time limit %s reached: %s, then SIGKILL after %.0fs", lim,
-             sig_name(ctld_limit_signal(j)), ctld_limit_grace_s(c, j));
+    if (ranks_exited_0(j)) /* it stopped when asked: no SIGKILL was sent */
+        snprintf(why, sizeof why, "time limit %s reached: %s; every rank exited 0 on it", lim,
+                 sig_name(ctld_limit_signal(j)));
+    else
+        snprintf(why, sizeof why, "time limit %s reached: %s, then SIGKILL after %.0fs", lim,
+                 sig_name(ctld_limit_signal(j)), ctld_limit_grace_s(c, j));
     return plan_end(c, t, j, CTLD_JE_TIMEOUT, "timeout", why, why, now, err);
 }
 

@@ -118,6 +118,24 @@ def scenario_task_ignoring_sigterm_killed_after_grace(c):
           f"why names SIGTERM and the grace: {j.get('why')}")
 
 
+def scenario_a_job_that_exits_0_on_its_time_limit(c):
+    """api.md: `exit_code` is 0 when every rank exited 0: a job that saves and
+    exits 0 on its time limit's signal ends `timeout` with exit code 0 (not
+    null), and its reason says it exited on the signal, naming no SIGKILL
+    that was never sent."""
+    cmd = 'trap "echo saved; exit 0" USR1; while :; do sleep 0.1; done'
+    jid = c.submit(spec("tidy", cmd, count=2, gpus=1, limit="2s",
+                        ckpt={"signal": "SIGUSR1", "grace": "5s"}))
+    j = c.wait_job(jid, "timeout", 30)
+    if not j:
+        return
+    why = j.get("why") or ""
+    check(j.get("exit_code") == 0 and j.get("signal") is None,
+          f"its exit code is 0: {j.get('exit_code')} {j.get('signal')}")
+    check("every rank exited 0 on it" in why and "SIGKILL" not in why,
+          f"its reason says it exited on the signal: {why}")
+
+
 def scenario_time_limit_holds_while_the_controller_is_down(c):
     """job-spec.md: each node's agent enforces the limit itself, so a
     controller outage never extends it. The controller is frozen (SIGSTOP)
