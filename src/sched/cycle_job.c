@@ -466,10 +466,19 @@ int loop_process(loop *l, int i)
     bool again = l->js[i].preemptor && l->s->cfg.preemptor_searches_again &&
                  loop_victims_gone(l, l->w[i].id);
     if (l->js[i].preemptor && !again) {
-        char was[TS_CYCLE_WHY_MAX];
+        char was[TS_CYCLE_WHY_MAX], by[32], in[32];
         snprintf(was, sizeof was, "%s", ts_pending_name(p->reason));
-        pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
-             was);
+        double until = loop_victims_stop_by(l, l->w[i].id);
+        if (until > l->now) { /* when it starts: as its victims' grace ends */
+            ts_fmt_time(until, by, sizeof by);
+            ts_fmt_duration(until - l->now, in, sizeof in);
+            pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop "
+                 "(%s); they stop by %s (in %s)", was, by, in);
+            p->estimated_s = until;
+        } else {
+            pend(l, i, TS_PEND_PREEMPTING, "waiting for the jobs preempted for it to stop (%s)",
+                 was);
+        }
     } else if (l->js[i].mig && reshape_first(l, i)) {
         return 0; /* tesserad reshapes after the cycle; it places at a later one */
     } else if (extras_cover(l, i)) {

@@ -184,6 +184,9 @@ int loop_process(loop *l, int i);
 double loop_running_attained(const loop *l, const ts_job *v);
 /* Whether a preemptor's victims have all stopped. */
 bool loop_victims_gone(const loop *l, int64_t id);
+/* The latest time by which a preemptor's victims still stopping are to have
+ * stopped (their stop_by_s); -1 when none is known. */
+double loop_victims_stop_by(const loop *l, int64_t id);
 /* Victims for job i; true if a preemption was decided (swap: its quota is
  * what it lacks, only its own tenant's jobs of its tier may go). */
 bool loop_try_preempt(loop *l, int i, bool swap);

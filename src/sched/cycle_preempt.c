@@ -261,6 +261,23 @@ bool loop_victims_gone(const loop *l, int64_t id)
     return true;
 }
 
+double loop_victims_stop_by(const loop *l, int64_t id)
+{
+    const ts_sched *s = l->s;
+    const preemptor_entry *e = NULL;
+    for (int k = 0; k < s->npre && !e; k++)
+        if (s->pre[k].id == id)
+            e = &s->pre[k];
+    double by = -1.0;
+    for (int j = 0; e && j < l->nstopping; j++) {
+        const ts_job *v = &l->r[l->stopping[j]];
+        for (int k = 0; k < e->nvictims; k++)
+            if (v->id == e->victims[k] && v->stop_by_s > by)
+                by = v->stop_by_s;
+    }
+    return by;
+}
+
 /* A job moved for fair share (cfg.fair_moves) has run this long: without
  * it, Philly October-November 8x stopped 150,917 jobs (77,865 of them
  * moves) for Jain 0.998; with 1 hour 93,155 (0.997), with 4 hours 49,016

@@ -206,6 +206,35 @@ def scenario_preemption_event_hides_the_other_tenant(c):
     check(ev and ev[0]["data"].get("for_job") == a, f"an admin still reads the job: {ev}")
 
 
+def scenario_a_preemptor_waiting_out_the_grace_says_when(c):
+    """cli.md explain: a job waiting for the jobs preempted for it to stop
+    says by when they stop and has that as its start estimate, in every
+    cycle of the grace (after the first it read "Start: unknown", "not
+    planned")."""
+    hog = c.submit(spec("b-8", "team-b", "guaranteed", {"gpus": 8}))
+    c.wait_job(hog, "running", 30)
+    # loans that neither acknowledge nor stop: they hold their room for the
+    # whole 20-s grace
+    slow = dict(spec("c-4", "team-c", "opportunistic", {"gpus": 4}, cmd="trap '' USR1 TERM; sleep 300"),
+                checkpoint={"signal": "SIGUSR1", "grace": "20s"})
+    loans = [c.submit(dict(slow, name=f"c-4-{k}")) for k in (1, 2)]
+    for jid in loans:
+        c.wait_job(jid, "running", 30)
+    a = c.submit(spec("a-4", "team-a", "guaranteed", {"gpus": 4}))
+    c.wait(lambda: c.job(a).get("reason") == "preempting", "team-a's job preempts a loan", 15)
+    time.sleep(3)  # past the cycle that preempted
+    j = c.job(a)
+    est = j.get("estimated_start") or {}
+    why = j.get("why") or ""
+    check(j.get("reason") == "preempting" and "they stop by" in why,
+          f"its why says when its victims stop: {why}")
+    check(isinstance(est.get("time"), (int, float)) and est["time"] > time.time(),
+          f"and its start estimate is that time: {est}")
+    c.wait_job(a, "running", 40, "it runs once the grace ended")
+    for jid in loans + [hog]:
+        c.call("POST", f"/v1/jobs/{jid}/cancel", {})
+
+
 def scenario_gang_is_compact_by_default(c):
     """job-spec.md: a 2 x 4-GPU gang whose spec names no topology level goes
     on one node (r-1, whole) rather than on r-2 and r-3, in two leaves; asked
