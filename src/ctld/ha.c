@@ -46,9 +46,10 @@ static struct {
     ts_store *ls;               /* the lease's store (its own sessions) */
     struct MHD_Daemon *front;
     bool metrics_public;
-    pthread_mutex_t mu; /* guards leader_url, seen_epoch */
+    pthread_mutex_t mu; /* guards leader_url, seen_epoch, blind */
     char leader_url[TS_LEASE_URL_MAX]; /* "" = unknown */
     int64_t seen_epoch;
+    bool blind;                /* the last try could not read the lease (the store's trouble) */
     _Atomic int leader;        /* 1 once we hold the lease */
     _Atomic int64_t epoch;     /* ours, once leader */
     _Atomic int64_t deadline_ns; /* monotonic: stop acting after this */
@@ -122,12 +123,18 @@ static enum MHD_Result front_handle(void *cls, struct MHD_Connection *conn, cons
     pthread_mutex_lock(&H.mu);
     snprintf(leader, sizeof leader, "%s", H.leader_url);
     int64_t epoch = H.seen_epoch;
+    bool blind = H.blind;
     pthread_mutex_unlock(&H.mu);
     char text[2 * TS_LEASE_URL_MAX];
     if (strcmp(url, "/healthz") == 0)
         return front_send(conn, 200, "text/plain", "ok\n");
     if (strcmp(url, "/readyz") == 0) {
-        snprintf(text, sizeof text, "standby; leader: %s\n", leader[0] ? leader : "unknown");
+        /* the store's trouble itself is in the log: it names the database */
+        snprintf(text, sizeof text, "standby; leader: %s\n",
+                 leader[0] ? leader
+                 : blind   ? "unknown: this controller cannot read the store's lease (its log "
+                             "says why)"
+                           : "unknown");
         return front_send(conn, 503, "text/plain", text);
     }
     if (strcmp(url, "/metrics") == 0 && H.metrics_public) {
@@ -146,6 +153,8 @@ static enum MHD_Result front_handle(void *cls, struct MHD_Connection *conn, cons
     json_t *doc = json_pack(
         "{s:{s:s, s:s, s:o}}", "error", "code", "standby", "message",
         leader[0] ? "this tesserad is a standby: send requests to the leader"
+        : blind   ? "this tesserad is a standby that cannot read the store's lease, so it "
+                    "cannot say who leads: use another controller, or retry"
                   : "this tesserad is a standby and no leader holds the lease now: retry",
         "leader", leader[0] ? json_string(leader) : json_null());
     char *body = doc ? json_dumps(doc, JSON_COMPACT) : NULL;
@@ -311,12 +320,13 @@ static void *watchdog_main(void *arg)
 
 /* ---- standing by ---- */
 
-static void note_leader(const ts_lease_info *li)
+static void note_leader(const ts_lease_info *li, bool blind)
 {
     pthread_mutex_lock(&H.mu);
     snprintf(H.leader_url, sizeof H.leader_url, "%s", li && li->remaining_s > 0 ? li->url : "");
     if (li)
         H.seen_epoch = li->epoch;
+    H.blind = blind;
     pthread_mutex_unlock(&H.mu);
 }
 
@@ -350,13 +360,14 @@ int ctld_ha_standby(ctld_config *cfg, const sigset_t *set, ts_err *err)
     if (ts_store_open(cfg->store_url, &H.ls, &oe) != 0)
         H.ls = NULL;
     else if (ts_store_lease_read(H.ls, &first, NULL) == 0)
-        note_leader(&first);
+        note_leader(&first, false);
     if ((rc = front_start(cfg, err)) != 0)
         return rc;
     fprintf(stderr, "tesserad: ha: standby on %s:%d (advertising %s, lease %.1f s, renew %.1f "
             "s), holder id %s\n", cfg->listen_addr, cfg->listen_port, H.url, H.lease_s,
             H.renew_s, H.holder);
     char last[TS_ERR_MSG_MAX] = "";
+    int64_t said_ns = 0;
     for (;;) {
         ts_err e;
         ts_err_clear(&e);
@@ -371,7 +382,7 @@ int ctld_ha_standby(ctld_config *cfg, const sigset_t *set, ts_err *err)
             atomic_store(&H.leader, 1);
             ts_lease_info li = {.epoch = epoch, .remaining_s = H.lease_s};
             snprintf(li.url, sizeof li.url, "%s", H.url);
-            note_leader(&li);
+            note_leader(&li, false);
             cfg->ha_epoch = epoch;
             if (pthread_create(&H.renewer, NULL, renewer_main, NULL) != 0 ||
                 pthread_create(&H.watchdog, NULL, watchdog_main, NULL) != 0)
@@ -383,11 +394,17 @@ int ctld_ha_standby(ctld_config *cfg, const sigset_t *set, ts_err *err)
         }
         ts_lease_info li;
         if (rc == TS_ECONFLICT && ts_store_lease_read(H.ls, &li, NULL) == 0)
-            note_leader(&li);
+            note_leader(&li, false);
         else
-            note_leader(NULL);
-        if (rc != TS_ECONFLICT && strcmp(last, e.msg) != 0) /* say each new trouble once */
-            fprintf(stderr, "tesserad: ha: standby: %s\n", e.msg);
+            note_leader(NULL, rc != TS_ECONFLICT);
+        /* each new trouble at once, the same one again once a minute: a
+         * standby that can never read the store must not look fine */
+        int64_t now_ns = mono_ns();
+        if (rc != TS_ECONFLICT &&
+            (strcmp(last, e.msg) != 0 || now_ns - said_ns > (int64_t)60 * 1000000000)) {
+            fprintf(stderr, "tesserad: ha: standby: cannot read the lease: %s\n", e.msg);
+            said_ns = now_ns;
+        }
         snprintf(last, sizeof last, "%s", rc == TS_ECONFLICT ? "" : e.msg);
         if (rc != TS_ECONFLICT && H.ls && rc != TS_EIO) {
             ctld_ha_front_stop();

@@ -423,6 +423,20 @@ try:
           f"it leads {time.time() - t0:.2f} s after its start, not after the lease ran out")
     procs[1].wait(timeout=2 * LEASE + SLACK)
     check(procs[1].returncode == 1, f"and it exits 1 ({procs[1].returncode})")
+
+    # --- a standby that cannot read the store (a database that is not
+    # there) says so, rather than that no leader holds the lease
+    bad = STORE.rsplit("/", 1)[0] + "/no_such_database"
+    procs[1] = start(1, bad)
+    said = wait_for(lambda: "cannot read the store's lease" in readyz(1)[1],
+                    "a blind standby's /readyz says it cannot read the lease", timeout=30)
+    st, d = http_call(URLS[1], "GET", "/v1/jobs", alice)
+    msg = d["error"]["message"] if isinstance(d, dict) and "error" in d else ""
+    check(said and st == 503 and "cannot read the store's lease" in msg and
+          "no leader holds" not in msg and "no_such_database" not in msg,
+          f"and its 503 says it cannot tell who leads, naming no database: {st} {msg}")
+    check("cannot read the lease" in open(os.path.join(TMP, LOGS[1])).read(),
+          "its log says why")
 finally:
     for p in procs:
         if p and p.poll() is None:
