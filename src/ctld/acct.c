@@ -223,6 +223,41 @@ static bool acct_query(const ctld_caller *w, const ctld_query *q, struct acct_qu
     return true;
 }
 
+#define ACCT_EVENTS_PAGE 1000 /* a job's events read at once for its earlier runs */
+
+/* The runs before a job's last one (a preemption, a requeue: its
+ * "run-ended" events, as usage counts them), clipped to [from, to), added
+ * to its GPU-hours: a store read, with mu released. Only for a job that
+ * ran more than once. 0, or the store's error. */
+static int earlier_runs(ctld *c, acct_row *o, double from, double to, ts_err *err)
+{
+    if (o->row->preemptions <= 0 && o->row->restarts <= 0)
+        return 0;
+    int64_t after = 0;
+    for (;;) {
+        ts_event_row *ev = NULL;
+        int ne = 0;
+        int rc = ts_store_event_list(c->store, o->row->id, after, ACCT_EVENTS_PAGE, &ev, &ne,
+                                     err);
+        if (rc)
+            return rc;
+        for (int i = 0; i < ne; i++) {
+            double s, e;
+            int g;
+            if (strcmp(ev[i].kind, "run-ended") != 0 || !ev[i].detail ||
+                sscanf(ev[i].detail, "start=%lf end=%lf gpus=%d", &s, &e, &g) != 3)
+                continue;
+            double lo = s > from ? s : from, hi = e < to ? e : to;
+            if (hi > lo)
+                o->gpu_hours += (hi - lo) * g / 3600.0;
+        }
+        after = ne > 0 ? ev[ne - 1].id : after;
+        ts_store_free_events(ev, ne);
+        if (ne < ACCT_EVENTS_PAGE)
+            return 0;
+    }
+}
+
 /* One kept row (and its steps) into the CSV being written (out), or into
  * the JSON answer's array a; steps: its steps, NULL when not asked for. */
 static void emit_kept(FILE *out, bool csv, bool with_steps, const acct_row *o, json_t *steps,
@@ -305,7 +340,8 @@ void ctld_acct(ctld *c, const ctld_request *rq, ctld_reply *r)
         acct_row *o = &kept[i];
         json_t *steps = NULL;
         ts_err serr;
-        if (with_steps && !(steps = ctld_steps_of(c, o->row->id, &serr))) {
+        if (earlier_runs(c, o, from, to, &serr) != 0 ||
+            (with_steps && !(steps = ctld_steps_of(c, o->row->id, &serr)))) {
             for (int k = i; k < nkept; k++)
                 json_decref(kept[k].exit_code);
             free(kept);

@@ -104,6 +104,37 @@ def scenario_rows_say_who_what_and_how_it_ended(c):
         check("sig 9" in line, f"tessera acct shows it as tessera jobs does: {line!r}")
 
 
+def scenario_a_requeued_job_counts_every_run(c):
+    """api.md: a row's gpu_hours counts the runs a preemption or requeue
+    ended too (its run-ended events), so a tenant's rows add up to its usage
+    (they counted the last run only)."""
+    import time
+    jid = c.submit(spec("team-a", "twice", "sleep 300", gpus=2))
+    if not c.wait_job(jid, "running", 30):
+        return
+    time.sleep(3)
+    st, d = c.call("POST", f"/v1/jobs/{jid}/requeue", {})
+    check(st == 200, f"the job is requeued: {st} {d}")
+    j = c.wait(lambda: (lambda x: x if x.get("state") == "running" and
+                        x.get("restarts", 0) >= 1 else None)(c.job(jid)),
+               "it runs again", 60)
+    if not j:
+        return
+    time.sleep(2)
+    c.call("POST", f"/v1/jobs/{jid}/cancel", {})
+    c.wait_job(jid, "cancelled", 30)
+    ev = [e for e in c.events(jid) if e["kind"] == "run-ended"]
+    first = ev[0]["detail"] if ev else ""
+    s1 = float(first.split("start=")[1].split()[0]) if "start=" in first else 0
+    e1 = float(first.split("end=")[1].split()[0]) if "end=" in first else 0
+    row = rows(c).get(jid, {})
+    last = (row.get("end") or 0) - (row.get("start") or 0)
+    want = ((e1 - s1) + last) * 2 / 3600.0
+    check(ev and row and abs(row.get("gpu_hours", 0) - want) < 1e-6 and e1 - s1 > 2,
+          f"its GPU-hours count both runs: {row.get('gpu_hours')} (runs {e1 - s1:.1f} s and "
+          f"{last:.1f} s on 2 GPUs: {want:.6f})")
+
+
 def scenario_csv_export_and_cli(c):
     """api.md: ?format=csv answers text/csv with a header row; `tessera acct`
     prints a table, CSV or JSON, with the same filters."""
