@@ -242,16 +242,21 @@ static int table_add(ts_sched *s, int64_t id, double until_s, const loop *l, int
     return 0;
 }
 
+/* The preemptor table's entry of job id; NULL when it has none. */
+static const preemptor_entry *entry_of(const ts_sched *s, int64_t id)
+{
+    for (int k = 0; k < s->npre; k++)
+        if (s->pre[k].id == id)
+            return &s->pre[k];
+    return NULL;
+}
+
 /* Whether a preemptor's victims have all stopped (none of them is among
  * the running jobs still stopping): its room was freed, so if it does not
  * fit, another job took that room. */
 bool loop_victims_gone(const loop *l, int64_t id)
 {
-    const ts_sched *s = l->s;
-    const preemptor_entry *e = NULL;
-    for (int k = 0; k < s->npre && !e; k++)
-        if (s->pre[k].id == id)
-            e = &s->pre[k];
+    const preemptor_entry *e = entry_of(l->s, id);
     if (!e || e->nvictims < 0)
         return false;
     for (int j = 0; j < l->nstopping; j++)
@@ -263,11 +268,7 @@ bool loop_victims_gone(const loop *l, int64_t id)
 
 double loop_victims_stop_by(const loop *l, int64_t id)
 {
-    const ts_sched *s = l->s;
-    const preemptor_entry *e = NULL;
-    for (int k = 0; k < s->npre && !e; k++)
-        if (s->pre[k].id == id)
-            e = &s->pre[k];
+    const preemptor_entry *e = entry_of(l->s, id);
     double by = -1.0;
     for (int j = 0; e && j < l->nstopping; j++) {
         const ts_job *v = &l->r[l->stopping[j]];

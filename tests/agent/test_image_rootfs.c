@@ -194,6 +194,18 @@ static void need_erofs(void)
     }
 }
 
+/* The test image's /bin/tool, read through the image's root, holds want. */
+static void tool_says(const ts_image *img, const char *want)
+{
+    char p[900], text[32] = "";
+    snprintf(p, sizeof p, "%s/bin/tool", img->rootfs);
+    FILE *f = fopen(p, "r");
+    assert_non_null(f);
+    assert_non_null(fgets(text, sizeof text, f));
+    fclose(f);
+    assert_string_equal(text, want);
+}
+
 static void packed_root_mounted_as_checked(void **state)
 {
     (void)state;
@@ -209,13 +221,8 @@ static void packed_root_mounted_as_checked(void **state)
     assert_true(image_rootfs_mounted(dir));
     assert_true(img.size_bytes > 0 && img.size_bytes <= (long long)sb.st_blocks * 512);
     /* what the unpack made, and only that */
+    tool_says(&img, "a-image");
     snprintf(p, sizeof p, "%s/bin/tool", img.rootfs);
-    FILE *f = fopen(p, "r");
-    assert_non_null(f);
-    char text[32] = "";
-    assert_non_null(fgets(text, sizeof text, f));
-    fclose(f);
-    assert_string_equal(text, "a-image");
     assert_int_equal(stat(p, &sb), 0);
     assert_int_equal(sb.st_mode & 07777, 0755);
     ino_t ino = sb.st_ino;
@@ -265,13 +272,7 @@ static void an_image_of_many_entries_stays_a_tree(void **state)
     struct stat sb;
     assert_int_not_equal(stat(p, &sb), 0);
     assert_false(image_rootfs_mounted(dir));
-    snprintf(p, sizeof p, "%s/bin/tool", img.rootfs);
-    FILE *f = fopen(p, "r");
-    assert_non_null(f);
-    char text[32] = "";
-    assert_non_null(fgets(text, sizeof text, f));
-    fclose(f);
-    assert_string_equal(text, "m-image");
+    tool_says(&img, "m-image");
     assert_true(img.size_bytes > 0);
 }
 

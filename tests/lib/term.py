@@ -9,6 +9,8 @@ import struct
 import termios
 import time
 
+from harness import check
+
 
 def cli_env(c, token=None):
     return dict(os.environ, TESSERA_URL=c.url, TESSERA_TOKEN=token or c.admin, HOME=c.tmp,
@@ -68,3 +70,25 @@ class Term:
         os.kill(self.pid, signal.SIGKILL)
         os.waitpid(self.pid, 0)
         return None
+
+    def check_size_ctrl_c_exit(self, where, rows=30, cols=100):
+        """On a shell in the session that started with rows x cols: the
+        window's size and a change of it reach `stty size` (where: "the
+        remote PTY", ...), ^C stops the foreground command and the shell goes
+        on, and `exit 7` ends the CLI with status 7."""
+        self.send("stty size\n")
+        check(self.expect(f"{rows} {cols}"), f"{where} starts with the local window's size")
+        self.resize(40, 132)
+        time.sleep(0.5)
+        self.send("stty size\n")
+        check(self.expect("40 132"), f"a local window change reaches {where}")
+        self.send("sleep 30; echo not-interrupted\n")
+        time.sleep(1.0)
+        t0 = time.time()
+        self.send("\x03")
+        self.send("echo after-ctrl-c\n")
+        check(self.expect("after-ctrl-c", 10) and time.time() - t0 < 10,
+              f"^C stops the sleep on {where} and the shell goes on")
+        check(b"not-interrupted" not in self.seen, "the interrupted list did not go on")
+        self.send("exit 7\n")
+        check(self.wait(60) == 7, f"tessera run exits with the command's status 7: {self.status}")

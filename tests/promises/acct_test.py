@@ -170,6 +170,17 @@ def scenario_csv_export_and_cli(c):
     check(r.returncode == 2 and "--format" in r.stderr, f"a bad --format is refused: {r.stderr}")
 
 
+def shares_json(c, token=None):
+    """`tessera -o json shares --since -1h` as token: the run, and a reader
+    of its row for (tenant, user or None for the tenant's own), {} if none."""
+    r = c.cli("-o", "json", "shares", "--since", "-1h", token=token)
+    try:
+        rows = json.loads(r.stdout)["shares"]
+    except (ValueError, KeyError):
+        rows = []
+    return r, lambda tn, us: next((x for x in rows if x["tenant"] == tn and x["user"] == us), {})
+
+
 def scenario_shares_and_prio(c):
     """cli.md: `tessera shares` adds each user's GPU-hours and part of its
     tenant's to the tenants' fair share; `tessera prio` lists the pending
@@ -178,13 +189,8 @@ def scenario_shares_and_prio(c):
     done = c.submit(spec("team-a", "shared", "sleep 1", gpus=4), t["alice"])
     if not c.wait_job(done, "completed", 30):
         return
-    r = c.cli("-o", "json", "shares", "--since", "-1h")
-    try:
-        rows = json.loads(r.stdout)["shares"]
-    except (ValueError, KeyError):
-        rows = []
-    ta = next((x for x in rows if x["tenant"] == "team-a" and x["user"] is None), {})
-    al = next((x for x in rows if x["tenant"] == "team-a" and x["user"] == "alice"), {})
+    r, row = shares_json(c)
+    ta, al = row("team-a", None), row("team-a", "alice")
     check(r.returncode == 0 and "share" in ta and "order" in ta,
           f"tessera shares has the tenant's share and order: {r.stdout[-600:]} {r.stderr}")
     check(al.get("gpu_hours", 0) > 0 and 0 < al.get("fraction", 0) <= 1 and
@@ -194,14 +200,8 @@ def scenario_shares_and_prio(c):
     check(r.returncode == 0 and "alice" in r.stdout and "bob" not in r.stdout,
           f"a user's shares show its own GPU-hours only: {r.stdout} {r.stderr}")
     check("e-0" not in r.stdout, f"shares to three decimals, not %g's e-notation: {r.stdout}")
-    r = c.cli("-o", "json", "shares", "--since", "-1h", token=t["alice"])
-    try:
-        rows = json.loads(r.stdout)["shares"]
-    except (ValueError, KeyError):
-        rows = []
-    ta = next((x for x in rows if x["tenant"] == "team-a" and x["user"] is None), {})
-    al = next((x for x in rows if x["tenant"] == "team-a" and x["user"] == "alice"), {})
-    tb = next((x for x in rows if x["tenant"] == "team-b" and x["user"] is None), {})
+    r, row = shares_json(c, t["alice"])
+    ta, al, tb = row("team-a", None), row("team-a", "alice"), row("team-b", None)
     check(al.get("gpu_hours", 0) > 0 and ta.get("gpu_hours", 0) is None and
           tb.get("gpu_hours", 0) is None and al.get("fraction", 0) is None,
           f"a user's token reads no tenant's total (null, printed '-'), not a false 0 or a "

@@ -18,7 +18,6 @@ import shutil
 import subprocess
 import sys
 import tempfile
-import time
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "lib"))
 from cluster import DEFAULT_CONFIG, Node  # noqa: E402
@@ -277,22 +276,7 @@ def scenario_interactive_run_in_an_image_has_a_terminal(c):
     check(t.expect("in-inside-the-image", 90), "the shell runs in the image")
     t.send("tty\n")
     check(t.expect("/dev/pts/0"), "tty names the container's own terminal")
-    t.send("stty size\n")
-    check(t.expect("30 100"), "the terminal starts with the local window's size")
-    t.resize(40, 132)
-    time.sleep(0.5)
-    t.send("stty size\n")
-    check(t.expect("40 132"), "a local window change reaches the container's terminal")
-    t.send("sleep 30; echo not-interrupted\n")
-    time.sleep(1.0)
-    t0 = time.time()
-    t.send("\x03")
-    t.send("echo after-ctrl-c\n")
-    check(t.expect("after-ctrl-c", 10) and time.time() - t0 < 10,
-          "^C stops the sleep in the container and the shell goes on")
-    check(b"not-interrupted" not in t.seen, "the interrupted list did not go on")
-    t.send("exit 7\n")
-    check(t.wait(60) == 7, f"tessera run exits with the command's status 7: {t.status}")
+    t.check_size_ctrl_c_exit("the container's terminal")
 
 
 scenario_interactive_run_in_an_image_has_a_terminal.needs_root = True

@@ -67,22 +67,7 @@ def scenario_run_pty_tty_echo_resize_ctrl_c_exit_status(c):
     t.send("echo hello-$((6*7))\n")
     check(t.expect("hello-$((6*7))") and t.expect("hello-42"),
           "the keys echo and the command runs")
-    t.send("stty size\n")
-    check(t.expect("30 100"), "the PTY starts with the local window's size")
-    t.resize(40, 132)
-    time.sleep(0.5)
-    t.send("stty size\n")
-    check(t.expect("40 132"), "a local window change reaches the remote PTY")
-    t.send("sleep 30; echo not-interrupted\n")
-    time.sleep(1.0)
-    t0 = time.time()
-    t.send("\x03")
-    t.send("echo after-ctrl-c\n")
-    check(t.expect("after-ctrl-c", 10) and time.time() - t0 < 10,
-          "^C stops the remote sleep and the shell goes on")
-    check(b"not-interrupted" not in t.seen, "the interrupted list did not go on")
-    t.send("exit 7\n")
-    check(t.wait(30) == 7, f"tessera run exits with the command's status 7: {t.status}")
+    t.check_size_ctrl_c_exit("the remote PTY")
 
 
 def scenario_run_without_terminal_streams_stdin_stdout(c):
