@@ -65,7 +65,7 @@ _Noreturn static void task_fail(int fd, int step)
 }
 
 /* exe on the task's PATH, as execvp does it but with the task's own PATH
- * (p->path, not the agent's) and no allocation: each directory, the first
+ * (p->path, NULL none, not the agent's) and no allocation: each directory, the first
  * one whose file the task's user may execute; errno EACCES when one was
  * there but not executable, else ENOENT, or the error of one found that
  * cannot run (ENOEXEC, E2BIG, ...). Returns only on failure. */
@@ -120,7 +120,7 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     /* neither the agent's nor the keeper's signal handling, nor what the
      * keeper still holds (its pipes), reaches the task */
     agent_exec_reset();
-    if (p->path && !strchr(p->exe, '/'))
+    if (!strchr(p->exe, '/')) /* no PATH at all: not found, never the workdir's */
         exec_on_path(p);
     else
         execve(p->exe, p->argv, p->envp);

@@ -70,7 +70,8 @@ typedef struct ts_keeper_plan {
     const char *workdir, *exe;
     /* exe without a '/': looked for on this PATH (the task's), as the task's
      * user, the first one it may execute, as a shell does; with a '/' it is
-     * run as named, a relative one from the workdir. NULL: exe as named. */
+     * run as named, a relative one from the workdir. NULL (no PATH): a name
+     * without '/' is not found. */
     const char *path;
     char *const *argv, *const *envp;
     const char *task_id;
