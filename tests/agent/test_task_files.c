@@ -35,7 +35,7 @@
 #include "agent/trash.h"
 #include "agent/clock.h"
 
-#define READY_WAIT_S 3.0
+#define READY_WAIT_S 15.0 /* a loaded CI machine: the shell may take seconds to start */
 
 typedef struct fix {
     char dir[64], work[96], logs[96], recs[96];
