@@ -39,6 +39,7 @@
 #include <microhttpd.h>
 #include <netinet/in.h>
 #include <stdarg.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -99,6 +100,16 @@ void ctld_reply_error(ctld_reply *r, int status, const char *code, const char *f
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    /* the database's trouble names its host and port: the log's, not every
+     * API caller's (docs/store.md) */
+    if (status == 503 && strstr(msg, "postgresql:")) {
+        static _Atomic long long said_s; /* once in ten seconds: an outage refuses many */
+        long long now = (long long)time(NULL), was = atomic_load(&said_s);
+        if (now - was >= 10 && atomic_compare_exchange_strong(&said_s, &was, now))
+            fprintf(stderr, "tesserad: requests answered 503: %s\n", msg);
+        snprintf(msg, sizeof msg, "the store's database did not answer: retry (the "
+                 "controller's log says why)");
+    }
     ctld_reply_json(r, status, json_pack("{s:{s:s,s:s}}", "error", "code", code, "message", msg));
 }
 
