@@ -137,6 +137,21 @@ static enum MHD_Result front_handle(void *cls, struct MHD_Connection *conn, cons
                            : "unknown");
         return front_send(conn, 503, "text/plain", text);
     }
+    if (strcmp(url, "/ui") == 0 || strncmp(url, "/ui/", 4) == 0) {
+        /* a person at a bookmark: a page, not JSON (the leader's URL is
+         * the lease's, written by a controller of the set) */
+        char page[4 * TS_LEASE_URL_MAX];
+        if (leader[0] && !strpbrk(leader, "<>\"'&"))
+            snprintf(page, sizeof page, "<!doctype html><title>Tessera: a standby</title>"
+                     "<p>This controller is a standby. The console is on the leader: "
+                     "<a href=\"%s/ui/\">%s/ui/</a></p>\n", leader, leader);
+        else
+            snprintf(page, sizeof page, "<!doctype html><title>Tessera: a standby</title>"
+                     "<p>This controller is a standby%s; try another controller of the set."
+                     "</p>\n", blind ? " that cannot read the store's lease" : " and no leader "
+                     "holds the lease now");
+        return front_send(conn, 503, "text/html; charset=utf-8", page);
+    }
     if (strcmp(url, "/metrics") == 0 && H.metrics_public) {
         snprintf(text, sizeof text,
                  "# HELP tessera_ha_role This controller's role (high availability).\n"

@@ -141,6 +141,13 @@ try:
           f"standby /readyz: 503 naming the leader ({body.strip()})")
     check("leader" in readyz(0)[1], "leader /readyz says leader")
     check(http_call(URLS[1], "GET", "/healthz")[0] == 200, "standby /healthz: 200")
+    try:
+        urllib.request.urlopen(URLS[1] + "/ui/", timeout=5)
+        page, ctype = "", ""
+    except urllib.error.HTTPError as e:
+        page, ctype = e.read().decode(), e.headers.get("Content-Type", "")
+    check(ctype.startswith("text/html") and f'href="{URLS[0]}/ui/"' in page,
+          f"the console on a standby is a page linking the leader's ({ctype}: {page[:160]})")
     st, d = http_call(URLS[1], "GET", "/v1/jobs", "tsk_whatever")
     check(st == 503 and d["error"]["code"] == "standby" and d["error"]["leader"] == URLS[0],
           f"standby API: 503 standby with the leader's URL ({d})")
