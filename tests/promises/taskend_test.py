@@ -320,6 +320,8 @@ def scenario_an_agent_stopped_while_no_controller_answers(c):
     jid = c.submit(spec("left", f"echo $TESSERA_RESTARTS >> {seen}; sleep 300", gpus=8))
     if not c.wait_job(jid, "running", 30):
         return
+    # its first run under way (under load the shell may not have begun yet)
+    c.wait(lambda: open(seen).read().split() == ["0"], "its first run started", 30)
     node = ((c.job(jid).get("placement") or [{}])[0]).get("node")
     ctld = c.procs["tesserad"]
     ctld.send_signal(signal.SIGKILL)
