@@ -64,17 +64,16 @@ _Noreturn static void task_fail(int fd, int step)
     _exit(KEEPER_FAILED_EXIT);
 }
 
-/* exe on the task's PATH, as execvp does it but with the task's own PATH
- * (p->path, NULL none, not the agent's) and no allocation: each directory, the first
- * one whose file the task's user may execute; errno EACCES when one was
- * there but not executable, else ENOENT, or the error of one found that
- * cannot run (ENOEXEC, E2BIG, ...). Returns only on failure. */
-static void exec_on_path(const ts_keeper_plan *p)
+void agent_exec_search(const char *name, const char *path, char *const *argv,
+                       char *const *envp)
 {
-    const char *name = p->exe;
+    if (strchr(name, '/')) {
+        execve(name, argv, envp);
+        return;
+    }
     size_t nlen = strlen(name);
     bool denied = false;
-    for (const char *d = p->path; d && *d;) {
+    for (const char *d = path; d && *d;) {
         const char *end = strchr(d, ':');
         size_t dlen = end ? (size_t)(end - d) : strlen(d);
         char full[PATH_MAX];
@@ -82,7 +81,7 @@ static void exec_on_path(const ts_keeper_plan *p)
             memcpy(full, d, dlen);
             full[dlen] = '/';
             memcpy(full + dlen + 1, name, nlen + 1);
-            execve(full, p->argv, p->envp);
+            execve(full, argv, envp);
             if (errno != ENOENT && errno != ENOTDIR && errno != EACCES)
                 return; /* there, but it cannot run (ENOEXEC, E2BIG, ...): that error */
             denied |= errno == EACCES;
@@ -120,10 +119,7 @@ _Noreturn static void task(const ts_keeper_plan *p, int rep, int in, int out, in
     /* neither the agent's nor the keeper's signal handling, nor what the
      * keeper still holds (its pipes), reaches the task */
     agent_exec_reset();
-    if (!strchr(p->exe, '/')) /* no PATH at all: not found, never the workdir's */
-        exec_on_path(p);
-    else
-        execve(p->exe, p->argv, p->envp);
+    agent_exec_search(p->exe, p->path, p->argv, p->envp);
     task_fail(rep, TS_STEP_EXEC);
 }
 

@@ -100,4 +100,15 @@ _Noreturn void agent_keeper_run(const ts_keeper_plan *plan);
  * it. Async-signal-safe. */
 void agent_exec_reset(void);
 
+/* Execs name as a shell finds it, as the user this process now is: with a
+ * '/', as named (a relative one from the current directory); else the
+ * first of path's directories (':'-separated, empty ones passed over; NULL:
+ * none, so not found) whose file it may execute, as execvp does, with the
+ * caller's path rather than this process's. Returns only on failure, errno
+ * EACCES when one was there but not executable, ENOENT when none, or the
+ * error of one found that cannot run (ENOEXEC, E2BIG, ...). No allocation:
+ * async-signal-safe. */
+void agent_exec_search(const char *name, const char *path, char *const *argv,
+                       char *const *envp);
+
 #endif

@@ -393,8 +393,7 @@ static int confine_as_container(uint64_t keep)
 
 /* In the child: joins, drops privileges, execs. Only async-signal-safe
  * calls and writes to its own memory. */
-_Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x, char *pathbuf,
-                                 size_t pathlen)
+_Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x)
 {
     const int *ns = x->ns;
     uid_t uid = x->uid;
@@ -442,28 +441,11 @@ _Noreturn static void exec_child(const sess *s, int stdio, const exec_from *x, c
         if (chdir("/") != 0)
             _exit(126);
     agent_exec_reset();
-    const char *cmd = s->argv[0];
-    if (strchr(cmd, '/')) {
-        execve(cmd, s->argv, envp);
-        _exit(127);
-    }
     const char *path = "/usr/local/bin:/usr/bin:/bin:/usr/local/sbin:/usr/sbin:/sbin";
     for (char **e = envp; e && *e; e++)
         if (strncmp(*e, "PATH=", 5) == 0)
             path = *e + 5;
-    size_t cl = strlen(cmd);
-    for (const char *p = path; *p;) {
-        size_t l = strcspn(p, ":");
-        if (l + cl + 2 <= pathlen) {
-            memcpy(pathbuf, p, l);
-            pathbuf[l] = '/';
-            memcpy(pathbuf + l + 1, cmd, cl + 1);
-            execve(pathbuf, s->argv, envp);
-        }
-        p += l;
-        if (*p == ':')
-            p++;
-    }
+    agent_exec_search(s->argv[0], path, s->argv, envp);
     _exit(127);
 }
 
@@ -525,10 +507,9 @@ static void run_exec(sess *s, ts_stream *st)
     } else {
         ok = socketpair(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0, fds) == 0;
     }
-    char pathbuf[4200];
     pid_t pid = ok ? fork() : -1;
     if (pid == 0)
-        exec_child(s, fds[1], &x, pathbuf, sizeof pathbuf);
+        exec_child(s, fds[1], &x);
     if (fds[1] >= 0)
         close(fds[1]);
     exec_from_free(&x);
