@@ -108,6 +108,17 @@ typedef struct ts_event_row {
     char *detail;                     /* owned, may be NULL */
 } ts_event_row;
 
+/* A run that ended without ending its job, as its "run-ended" event records
+ * it (the controller writes the detail "start=S end=E gpus=G model=M
+ * tier=T"): what usage and accounting count of it. */
+typedef struct ts_run_ended {
+    double start_s, end_s;
+    int gpus, tier;
+    char gpu_model[TS_STORE_NAME_MAX];
+} ts_run_ended;
+/* False when ev is no run-ended event, or its detail is not such a run. */
+bool ts_run_ended_parse(const ts_event_row *ev, ts_run_ended *out);
+
 /* TS_ROLE_NODE: a node agent's credential (its token's name is the node's
  * name); it may use only the agent endpoints. TS_ROLE_SCRAPE: a monitoring
  * system's credential; it may read only /metrics. */

@@ -242,14 +242,13 @@ static int earlier_runs(ctld *c, acct_row *o, double from, double to, ts_err *er
         if (rc)
             return rc;
         for (int i = 0; i < ne; i++) {
-            double s, e;
-            int g;
-            if (strcmp(ev[i].kind, "run-ended") != 0 || !ev[i].detail ||
-                sscanf(ev[i].detail, "start=%lf end=%lf gpus=%d", &s, &e, &g) != 3)
+            ts_run_ended run;
+            if (!ts_run_ended_parse(&ev[i], &run))
                 continue;
-            double lo = s > from ? s : from, hi = e < to ? e : to;
+            double lo = run.start_s > from ? run.start_s : from;
+            double hi = run.end_s < to ? run.end_s : to;
             if (hi > lo)
-                o->gpu_hours += (hi - lo) * g / 3600.0;
+                o->gpu_hours += (hi - lo) * run.gpus / 3600.0;
         }
         after = ne > 0 ? ev[ne - 1].id : after;
         ts_store_free_events(ev, ne);

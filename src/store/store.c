@@ -867,20 +867,17 @@ int ts_store_usage_scan(ts_store *s, double from_s, double to_s, ts_usage_row **
             break;
         for (int i = 0; rc == 0 && i < ne; i++) {
             after = ev[i].id;
-            double s0, s1;
-            int g, tier;
-            char model[TS_STORE_NAME_MAX];
-            if (strcmp(ev[i].kind, "run-ended") != 0 || !ev[i].detail ||
-                sscanf(ev[i].detail, "start=%lf end=%lf gpus=%d model=%63s tier=%d", &s0, &s1,
-                       &g, model, &tier) != 5)
+            ts_run_ended run;
+            if (!ts_run_ended_parse(&ev[i], &run))
                 continue;
-            double lo = s0 > from_s ? s0 : from_s, hi = s1 < to_s ? s1 : to_s;
+            double lo = run.start_s > from_s ? run.start_s : from_s;
+            double hi = run.end_s < to_s ? run.end_s : to_s;
             if (hi <= lo)
                 continue;
             ts_job_row j;
             if (ts_store_job_get(s, ev[i].job_id, &j, NULL) != 0)
                 continue;
-            rc = scan_add(rows, n, &cap, j.tenant, tier, model, (hi - lo) * g);
+            rc = scan_add(rows, n, &cap, j.tenant, run.tier, run.gpu_model, (hi - lo) * run.gpus);
             ts_job_row_fini(&j);
             if (rc)
                 ts_err_set(err, rc, "store: out of memory computing usage");

@@ -292,22 +292,23 @@ int store_rollup_job(store_conn *conn, int64_t job_id, ts_err *err)
 }
 
 /* The run a "run-ended" event's detail (ctld_run_detail) describes. */
-static bool parse_run_ended(const char *detail, double *s, double *e, int *g, char *model,
-                            int *tier)
+static bool run_detail(const char *detail, ts_run_ended *out)
 {
-    return detail &&
-           sscanf(detail, "start=%lf end=%lf gpus=%d model=%63s tier=%d", s, e, g, model, tier) ==
-               5;
+    return detail && sscanf(detail, "start=%lf end=%lf gpus=%d model=%63s tier=%d",
+                            &out->start_s, &out->end_s, &out->gpus, out->gpu_model,
+                            &out->tier) == 5;
+}
+
+bool ts_run_ended_parse(const ts_event_row *ev, ts_run_ended *out)
+{
+    return strcmp(ev->kind, "run-ended") == 0 && run_detail(ev->detail, out);
 }
 
 int store_rollup_event(store_conn *conn, const ts_event_row *ev,
                           ts_err *err)
 {
-    double s, e;
-    int g, tier;
-    char model[TS_STORE_NAME_MAX];
-    if (strcmp(ev->kind, "run-ended") != 0 || ev->job_id <= 0 ||
-        !parse_run_ended(ev->detail, &s, &e, &g, model, &tier))
+    ts_run_ended run;
+    if (ev->job_id <= 0 || !ts_run_ended_parse(ev, &run))
         return 0;
     ts_ru_row row;
     memset(&row, 0, sizeof row);
@@ -316,7 +317,7 @@ int store_rollup_event(store_conn *conn, const ts_event_row *ev,
     int rc = store_rollup(conn, TS_RU_RUN_OF_JOB, &a, job_row, &row, err);
     if (rc || row.i < 0)
         return rc;
-    ru_run r = {row.text[0], tier, model, g, s, e};
+    ru_run r = {row.text[0], run.tier, run.gpu_model, run.gpus, run.start_s, run.end_s};
     return run_apply(conn, ev->job_id, false, &r, 1, NULL, err);
 }
 
@@ -337,12 +338,10 @@ static int backfill_job(void *ctx, const ts_ru_row *row, ts_err *err)
 static int backfill_event(void *ctx, const ts_ru_row *row, ts_err *err)
 {
     backfill *b = ctx;
-    double s, e;
-    int g, tier;
-    char model[TS_STORE_NAME_MAX];
-    if (!parse_run_ended(row->text[1], &s, &e, &g, model, &tier))
+    ts_run_ended run;
+    if (!run_detail(row->text[1], &run)) /* the query took run-ended events only */
         return 0;
-    ru_run r = {row->text[0], tier, model, g, s, e};
+    ru_run r = {row->text[0], run.tier, run.gpu_model, run.gpus, run.start_s, run.end_s};
     return run_apply(b->conn, (int64_t)row->v[0], false, &r, 1, &b->sums, err);
 }
 
