@@ -487,12 +487,16 @@ static int attach_job(struct cli_ctx *ctx, long id, long rank)
     ts_stream *st;
     int rc = open_session(ctx, id, req, &st);
     json_decref(req);
+    int code;
+    /* refused as the job ended (its command not found, a fast exit): its
+     * end, as when the stream says so */
+    if (rc == CLI_EXIT_REFUSED && ended_instead(ctx, id, &code))
+        return code;
     if (rc != CLI_EXIT_OK)
         return rc;
     relay_out out;
     relay_stdio(st, isatty(0) && isatty(1), false, &out);
     ts_stream_close(st);
-    int code;
     if (out.error[0] && ended_instead(ctx, id, &code))
         return code;
     if (out.error[0]) {
