@@ -205,7 +205,9 @@ void ctld_render_queue(const ctld *c, const cjob *j, json_t *doc)
                         j->queue_cluster + 1);
     if (pending && j->estimated_s > 0.0)
         est = json_pack("{s:f,s:s}", "time", j->estimated_s, "basis",
-                        j->reserved_at_s > 0.0 ? "reservation" : "plan");
+                        j->reserved_at_s > 0.0 && j->estimated_s >= j->reserved_at_s
+                            ? "reservation"
+                            : "plan");
     else if (pending)
         est = json_pack("{s:s}", "reason",
                         j->queue_tenant < 0 ? ctld_dep_waits(j)

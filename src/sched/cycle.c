@@ -165,6 +165,7 @@ void ts_sched_free(ts_sched *s)
     if (!s)
         return;
     blockers_clear(s);
+    room_clear(s);
     cycle_scoring_free(s);
     ts_gang_index_free(s->ix);
     ts_gang_index_free(s->live_ix);
@@ -177,6 +178,7 @@ void ts_sched_free(ts_sched *s)
     free(s->sync_ver);
     free(s->sdirty);
     free(s->blk);
+    free(s->room);
     free(s->keys);
     free(s->keys_tmp);
     free(s->keys_grp);

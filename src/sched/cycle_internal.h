@@ -13,13 +13,25 @@
 #include "tessera/cycle.h"
 
 /* A job a preemption was decided for: it goes first while its victims stop
- * (nvictims < 0: more than PREEMPTOR_VICTIMS_MAX, not kept). */
+ * (nvictims < 0: more than PREEMPTOR_VICTIMS_MAX, not kept), and the room
+ * its victims free is kept for it (nroom < 0: on more than
+ * PREEMPTOR_ROOM_MAX nodes, not kept). */
 #define PREEMPTOR_VICTIMS_MAX 256
+#define PREEMPTOR_ROOM_MAX 128
+typedef struct preemptor_room {
+    int32_t node;
+    uint16_t gpus;      /* the victims' whole GPUs there, a bit per index */
+    int64_t cpu_milli;  /* and their CPU and memory there */
+    int64_t mem_mib;
+} preemptor_room;
+
 typedef struct preemptor_entry {
     int64_t id;
     double until_s;
     int nvictims;
     int64_t victims[PREEMPTOR_VICTIMS_MAX];
+    int nroom;
+    preemptor_room room[PREEMPTOR_ROOM_MAX];
 } preemptor_entry;
 
 #define PREEMPTOR_TABLE_MAX 64
@@ -39,11 +51,14 @@ typedef struct memo_entry {
 
 #define MEMO_SLOTS 4096
 
-/* Reserved GPUs held back from long jobs (EASY backfill). */
+/* Reserved GPUs held back from long jobs (EASY backfill), or a waiting
+ * preemptor's room held back from every other job. */
 typedef struct blocker {
     ts_alloc alloc;  /* the reserved job's planned allocation on one node */
     ts_request req;  /* what is held now (num_gpu < 0: nothing) */
     ts_alloc held;
+    int64_t owner;   /* room: the preemptor it is kept for */
+    bool want;       /* room: held while its owner is not the job deciding */
 } blocker;
 
 /* A host port a task holds on a node, this cycle (cycle_ports.c). */
@@ -103,6 +118,13 @@ struct ts_sched {
     int nblk, blk_cap;
     bool blk_on;
     int64_t blk_gpus;           /* GPUs the blockers hold while on */
+    /* the waiting preemptors' room: what their stopped victims freed,
+     * held on the copy for the cycle (cycle_plan.c, "room") */
+    blocker *room;
+    int nroom, room_cap;
+    bool room_paused;           /* released while the scratch copy syncs */
+    int64_t room_gpus;          /* GPUs held as room now */
+    uint64_t room_freed;        /* times room was let go for its owner */
     int cpu_cursor;             /* next-fit start for CPU-only tasks */
     preemptor_entry pre[PREEMPTOR_TABLE_MAX];
     int npre;
@@ -254,5 +276,16 @@ int blockers_set(ts_sched *s, const ts_job *job, const ts_alloc *plan);
 void blockers_on(ts_sched *s);
 void blockers_off(ts_sched *s);
 void blockers_clear(ts_sched *s);
+
+/* Room: each waiting preemptor's share of what its stopped victims freed,
+ * held on the copy so that no other job (another preemptor included)
+ * starts there; its owner's is let go while the owner decides. A victim
+ * search sees the room held, a reservation's plan sees it free (it is
+ * freed again as its owner starts). */
+int room_add(ts_sched *s, int64_t owner, const preemptor_room *r);
+/* Wants the owner's room held (or not) and applies it; a release bumps the
+ * epoch (more room: the memo's failures no longer hold). */
+void room_want(ts_sched *s, int64_t owner, bool want);
+void room_clear(ts_sched *s);
 
 #endif

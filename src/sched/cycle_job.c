@@ -171,8 +171,11 @@ static int try_start(loop *l, int i)
     int rc = TS_ENOSPC;
     if (js->whole && gpus > free_gpus + s->blk_gpus) {
         reason = TS_PEND_CAPACITY;
-        snprintf(why, sizeof why, "needs %lld whole GPUs, %lld free in the cluster",
-                 (long long)gpus, (long long)free_gpus);
+        int w = snprintf(why, sizeof why, "needs %lld whole GPUs, %lld free in the cluster",
+                         (long long)gpus, (long long)free_gpus);
+        if (s->room_gpus > 0 && w > 0 && (size_t)w < sizeof why)
+            snprintf(why + w, sizeof why - (size_t)w, " (%lld more kept for the jobs that "
+                     "preempted to free them)", (long long)s->room_gpus);
     } else {
         l->d->stats.placements++;
         rc = cycle_place(s, s->c, s->ix, job, l->tmp, &reason, why, sizeof why);
@@ -439,6 +442,25 @@ static bool extras_cover(loop *l, int i)
     return true;
 }
 
+/* Job i's reclaim search found only loans too young to take back yet
+ * (l->young_*): its why (base, what it lacks; the plan's estimate left out)
+ * and start estimate say when they may go. */
+static void young_loans_why(loop *l, int i, const char *base)
+{
+    ts_cycle_pending *p = &l->d->pending[i];
+    if (p->reason == TS_PEND_INVALID || p->reason == TS_PEND_PREEMPTING)
+        return;
+    char by[32], in[32], floor[32];
+    ts_fmt_time(l->young_at, by, sizeof by);
+    ts_fmt_duration(l->young_at - l->now, in, sizeof in);
+    ts_fmt_duration(l->s->cfg.reclaim_min_runtime_s, floor, sizeof floor);
+    l->why_off[i] = loop_why_add(l, "%s; owed its guarantee: the loans in its way ran under "
+                                 "%s (reclaim_min_runtime), may go by %s (in %s)", base, floor,
+                                 by, in);
+    if (p->estimated_s <= 0.0 || l->young_stop < p->estimated_s)
+        p->estimated_s = l->young_stop;
+}
+
 int loop_process(loop *l, int i)
 {
     ts_cycle_pending *p = &l->d->pending[i];
@@ -497,11 +519,16 @@ int loop_process(loop *l, int i)
      * and a job that fits nowhere is found invalid), a bounded number a cycle */
     bool hold = !l->have_res &&
                 (!l->js[i].las || waited_s(l, &l->w[i]) >= l->s->cfg.starve_after_s);
+    char base[TS_CYCLE_WHY_MAX];
+    if (l->young_for == i)
+        snprintf(base, sizeof base, "%s", why_of(l, i));
     if (hold) {
         reserve(l, i, true);
     } else if (l->plans < ESTIMATES_PER_CYCLE && p->reason != TS_PEND_PREEMPTING) {
         l->plans++;
         reserve(l, i, false);
     }
+    if (l->young_for == i)
+        young_loans_why(l, i, base);
     return 0;
 }

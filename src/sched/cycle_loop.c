@@ -504,10 +504,21 @@ static int visit_preemptors(loop *l, uint8_t *done)
                 pos[k] = i;
     }
     int npre = s->npre;
+    /* each waiting preemptor's room is held from every other job for the
+     * cycle, and let go while it decides itself: without it, one whose
+     * victims stopped first started on another's, and the other, its
+     * victims gone but no room, stopped one job more */
+    for (int k = 0; k < npre && rc == 0; k++)
+        for (int q = 0; pos[k] >= 0 && q < s->pre[k].nroom && rc == 0; q++)
+            rc = room_add(s, s->pre[k].id, &s->pre[k].room[q]);
     for (int k = 0; k < npre && rc == 0; k++)
         if (pos[k] >= 0 && !done[pos[k]]) {
             done[pos[k]] = 1;
+            room_want(s, s->pre[k].id, false);
+            int before = l->d->nstarts;
             rc = visit(l, pos[k]);
+            if (l->d->nstarts == before)
+                room_want(s, s->pre[k].id, true);
         }
     /* drop entries whose job left the queue or whose wait is over */
     int kept = 0;
@@ -747,7 +758,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
         (nrunning && !running))
         return ts_err_set(err, TS_EINVAL, "cycle: bad arguments");
     loop l = {.s = s, .now = now, .w = waiting, .nw = nwaiting, .r = running, .nr = nrunning,
-              .d = d, .el_extras = -1};
+              .d = d, .el_extras = -1, .young_for = -1};
     int rc = check_input(&l, err);
     if (rc != 0)
         return rc;
@@ -755,6 +766,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     memset(&d->stats, 0, sizeof d->stats);
     d->why_len = 0;
     blockers_clear(s);
+    room_clear(s);
     s->now = now;
     s->epoch++;
     l.epoch0 = s->epoch;
@@ -763,6 +775,7 @@ int cycle_decide(ts_sched *s, double now, const ts_job *waiting, int nwaiting,
     if (rc == 0)
         rc = run_order(&l);
     blockers_clear(s);
+    room_clear(s);
     rc = rc ? rc : cycle_elastic(s, now, waiting, nwaiting, running, nrunning, d);
     for (int k = 0; k < d->nstarts; k++)
         d->starts[k].allocs = d->alloc_pool + l.start_off[k];

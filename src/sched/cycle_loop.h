@@ -110,6 +110,12 @@ typedef struct loop {
     bool have_res;
     double res_at;
     int64_t res_id;
+    /* the last reclaim search that failed, when other tenants' loans too
+     * young for it would make its room (cycle_preempt.c, young_loans): its
+     * job (-1 none), by when the youngest loan of the set may be taken back
+     * and by when, their grace over, they would have stopped */
+    int young_for;
+    double young_at, young_stop;
 } loop;
 
 static inline uint64_t mix(uint64_t h, uint64_t v)

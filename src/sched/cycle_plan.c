@@ -32,10 +32,15 @@
 
 #include "sched/cycle_internal.h"
 
+static bool room_apply(ts_sched *s);
+
 #define PLAN_DENSE_TRIES 64
 #define PLAN_SPARSE_STEP 16
 
-static int scratch_sync(ts_sched *s)
+/* The scratch copy brought in step with the real one, with the room held
+ * there (a victim search: it is no one else's to count on) or free (a
+ * reservation's plan: its owner starts and frees it before long). */
+static int scratch_sync(ts_sched *s, bool room)
 {
     int n = s->c->nnodes;
     if (!s->sync_ver) {
@@ -48,6 +53,8 @@ static int scratch_sync(ts_sched *s)
     bool was_on = s->blk_on;
     if (was_on)
         blockers_off(s);
+    s->room_paused = !room;
+    room_apply(s);
     cycle_ports_scratch(s, NULL, false); /* every holder bound again, as on the real one */
     bool fresh = s->six == NULL;
     for (int i = 0; i < n; i++) {
@@ -60,6 +67,8 @@ static int scratch_sync(ts_sched *s)
         if (!fresh)
             ts_gang_index_node_changed(s->six, i);
     }
+    s->room_paused = false;
+    room_apply(s);
     if (was_on)
         blockers_on(s);
     if (fresh) {
@@ -153,7 +162,7 @@ static void strip_idle_mig(ts_sched *s)
 int plan_reservation(ts_sched *s, const ts_job *job, const plan_job *ends, int nends,
                      ts_alloc *plan, double *at_s)
 {
-    if (scratch_sync(s) != 0)
+    if (scratch_sync(s, false) != 0)
         return TS_ENOMEM;
     ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
     if (!tmp)
@@ -267,7 +276,7 @@ int plan_victims(ts_sched *s, const ts_job *job, const plan_job *cand, const dou
                  const bool *move, int n, const plan_job *stopping, int nstopping, int *chosen,
                  ts_alloc *plan)
 {
-    if (n == 0 || scratch_sync(s) != 0)
+    if (n == 0 || scratch_sync(s, true) != 0)
         return 0;
     ts_alloc *tmp = malloc((size_t)job->ntasks * sizeof *tmp);
     bool *gone = calloc((size_t)n, sizeof *gone);
@@ -346,45 +355,60 @@ int blockers_set(ts_sched *s, const ts_job *job, const ts_alloc *plan)
 
 static int64_t min64(int64_t a, int64_t b) { return a < b ? a : b; }
 
+/* Holds b's currently free part on the copy: its whole GPUs that are idle,
+ * and the CPU and memory free there up to its own; the GPUs held. */
+static int blocker_hold(ts_sched *s, blocker *b)
+{
+    const ts_alloc *p = &b->alloc;
+    ts_node *n = &s->c->nodes[p->node];
+    ts_request r = {.mig_profile = -1};
+    ts_alloc a;
+    memset(&a, 0, sizeof a);
+    a.node = p->node;
+    a.mig_profile = -1;
+    a.mig_start = -1;
+    for (int k = 0; k < p->ngpu && p->mig_profile < 0 && p->gpu_milli >= TS_MILLI_PER_GPU; k++) {
+        const ts_gpu *g = &n->gpu[p->gpu[k]];
+        if (g->mode != TS_GPU_MIG && g->milli_used == 0 && g->ntasks == 0)
+            a.gpu[a.ngpu++] = p->gpu[k];
+    }
+    r.num_gpu = a.ngpu;
+    r.gpu_milli = a.ngpu > 0 ? TS_MILLI_PER_GPU : 0;
+    r.cpu_milli = min64(p->cpu_milli, n->cpu_milli - n->cpu_used);
+    r.mem_mib = min64(p->mem_mib, n->mem_mib - n->mem_used);
+    a.gpu_milli = r.gpu_milli;
+    a.cpu_milli = r.cpu_milli;
+    a.mem_mib = r.mem_mib;
+    a.shape = (int8_t)ts_request_shape(&r);
+    b->req.num_gpu = -1;
+    if (a.ngpu == 0 && r.cpu_milli <= 0 && r.mem_mib <= 0)
+        return 0;
+    if (ts_node_assign(n, &r, &a) != 0)
+        return 0;
+    ts_gang_index_node_changed(s->ix, p->node);
+    b->req = r;
+    b->held = a;
+    return a.ngpu;
+}
+
+/* Lets go of what b holds; the GPUs let go. */
+static int blocker_release(ts_sched *s, blocker *b)
+{
+    if (b->req.num_gpu < 0)
+        return 0;
+    ts_node_release(&s->c->nodes[b->held.node], &b->held);
+    ts_gang_index_node_changed(s->ix, b->held.node);
+    b->req.num_gpu = -1;
+    return b->held.ngpu;
+}
+
 void blockers_on(ts_sched *s)
 {
     if (s->blk_on)
         return;
     s->blk_on = true;
-    for (int i = 0; i < s->nblk; i++) {
-        blocker *b = &s->blk[i];
-        const ts_alloc *p = &b->alloc;
-        ts_node *n = &s->c->nodes[p->node];
-        ts_request r = {.mig_profile = -1};
-        ts_alloc a;
-        memset(&a, 0, sizeof a);
-        a.node = p->node;
-        a.mig_profile = -1;
-        a.mig_start = -1;
-        for (int k = 0; k < p->ngpu && p->mig_profile < 0 && p->gpu_milli >= TS_MILLI_PER_GPU;
-             k++) {
-            const ts_gpu *g = &n->gpu[p->gpu[k]];
-            if (g->mode != TS_GPU_MIG && g->milli_used == 0 && g->ntasks == 0)
-                a.gpu[a.ngpu++] = p->gpu[k];
-        }
-        r.num_gpu = a.ngpu;
-        r.gpu_milli = a.ngpu > 0 ? TS_MILLI_PER_GPU : 0;
-        r.cpu_milli = min64(p->cpu_milli, n->cpu_milli - n->cpu_used);
-        r.mem_mib = min64(p->mem_mib, n->mem_mib - n->mem_used);
-        a.gpu_milli = r.gpu_milli;
-        a.cpu_milli = r.cpu_milli;
-        a.mem_mib = r.mem_mib;
-        a.shape = (int8_t)ts_request_shape(&r);
-        b->req.num_gpu = -1;
-        if (a.ngpu == 0 && r.cpu_milli <= 0 && r.mem_mib <= 0)
-            continue;
-        if (ts_node_assign(n, &r, &a) != 0)
-            continue;
-        ts_gang_index_node_changed(s->ix, p->node);
-        b->req = r;
-        b->held = a;
-        s->blk_gpus += a.ngpu;
-    }
+    for (int i = 0; i < s->nblk; i++)
+        s->blk_gpus += blocker_hold(s, &s->blk[i]);
 }
 
 void blockers_off(ts_sched *s)
@@ -393,18 +417,88 @@ void blockers_off(ts_sched *s)
         return;
     s->blk_on = false;
     s->blk_gpus = 0;
-    for (int i = s->nblk - 1; i >= 0; i--) {
-        blocker *b = &s->blk[i];
-        if (b->req.num_gpu < 0)
-            continue;
-        ts_node_release(&s->c->nodes[b->held.node], &b->held);
-        ts_gang_index_node_changed(s->ix, b->held.node);
-        b->req.num_gpu = -1;
-    }
+    for (int i = s->nblk - 1; i >= 0; i--)
+        blocker_release(s, &s->blk[i]);
 }
 
 void blockers_clear(ts_sched *s)
 {
     blockers_off(s);
     s->nblk = 0;
+}
+
+/* ---- room ---------------------------------------------------------------- */
+
+int room_add(ts_sched *s, int64_t owner, const preemptor_room *r)
+{
+    if (r->node < 0 || r->node >= s->c->nnodes)
+        return 0;
+    if (s->nroom == s->room_cap) {
+        int cap = s->room_cap ? 2 * s->room_cap : 64;
+        blocker *b = realloc(s->room, (size_t)cap * sizeof *b);
+        if (!b)
+            return TS_ENOMEM;
+        s->room = b;
+        s->room_cap = cap;
+    }
+    blocker *b = &s->room[s->nroom++];
+    memset(b, 0, sizeof *b);
+    b->alloc.node = r->node;
+    b->alloc.mig_profile = -1;
+    b->alloc.mig_start = -1;
+    b->alloc.gpu_milli = TS_MILLI_PER_GPU;
+    for (int g = 0; g < TS_NODE_MAX_GPUS; g++)
+        if (r->gpus >> g & 1)
+            b->alloc.gpu[b->alloc.ngpu++] = (int8_t)g;
+    b->alloc.cpu_milli = r->cpu_milli;
+    b->alloc.mem_mib = r->mem_mib;
+    b->req.num_gpu = -1;
+    b->owner = owner;
+    b->want = true;
+    s->room_gpus += blocker_hold(s, b);
+    return 0;
+}
+
+/* Held as wanted, or all let go while paused. */
+static bool room_apply(ts_sched *s)
+{
+    bool freed = false;
+    for (int i = 0; i < s->nroom; i++) {
+        blocker *b = &s->room[i];
+        bool hold = b->want && !s->room_paused;
+        if (hold && b->req.num_gpu < 0) {
+            s->room_gpus += blocker_hold(s, b);
+        } else if (!hold && b->req.num_gpu >= 0) {
+            s->room_gpus -= blocker_release(s, b);
+            freed = true;
+        }
+    }
+    return freed;
+}
+
+void room_want(ts_sched *s, int64_t owner, bool want)
+{
+    bool any = false;
+    for (int i = 0; i < s->nroom; i++)
+        if (s->room[i].owner == owner && s->room[i].want != want) {
+            s->room[i].want = want;
+            any = true;
+        }
+    /* the reservation's blockers are held again as a job needs them: let
+     * them go first, so they never take what the room wants back */
+    if (any) {
+        blockers_off(s);
+        if (room_apply(s)) {
+            s->epoch++;
+            s->room_freed++;
+        }
+    }
+}
+
+void room_clear(ts_sched *s)
+{
+    for (int i = s->nroom - 1; i >= 0; i--)
+        s->room_gpus -= blocker_release(s, &s->room[i]);
+    s->nroom = 0;
+    s->room_paused = false;
 }

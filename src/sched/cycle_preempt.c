@@ -222,8 +222,36 @@ static int cmp_vkey(const void *a, const void *b)
     return (x->j > y->j) - (x->j < y->j);
 }
 
+/* Victim v's room into e's: its whole GPUs, CPU and memory per node (a
+ * MIG instance or a share is not held: what is left of such a GPU is
+ * anyone's). */
+static void room_of(preemptor_entry *e, const ts_job *v)
+{
+    for (int t = 0; t < v->ntasks && e->nroom >= 0; t++) {
+        const ts_alloc *a = &v->allocs[t];
+        if (a->node < 0)
+            continue;
+        int q = 0;
+        while (q < e->nroom && e->room[q].node != a->node)
+            q++;
+        if (q == e->nroom) {
+            if (q == PREEMPTOR_ROOM_MAX) {
+                e->nroom = -1;
+                return;
+            }
+            e->room[e->nroom++] = (preemptor_room){.node = a->node};
+        }
+        preemptor_room *r = &e->room[q];
+        if (a->mig_profile < 0 && a->gpu_milli >= TS_MILLI_PER_GPU)
+            for (int g = 0; g < a->ngpu; g++)
+                r->gpus |= (uint16_t)(1u << a->gpu[g]);
+        r->cpu_milli += a->cpu_milli;
+        r->mem_mib += a->mem_mib;
+    }
+}
+
 /* Records preemptor id with the victims chosen for it (d->preempts from
- * first on). */
+ * first on), and the room they free. */
 static int table_add(ts_sched *s, int64_t id, double until_s, const loop *l, int first)
 {
     preemptor_entry e = {.id = id, .until_s = until_s};
@@ -231,6 +259,8 @@ static int table_add(ts_sched *s, int64_t id, double until_s, const loop *l, int
     e.nvictims = m <= PREEMPTOR_VICTIMS_MAX ? m : -1;
     for (int k = 0; k < m && e.nvictims >= 0; k++)
         e.victims[k] = l->r[l->d->preempts[first + k].victim].id;
+    for (int k = 0; k < m && e.nroom >= 0; k++)
+        room_of(&e, &l->r[l->d->preempts[first + k].victim]);
     for (int k = 0; k < s->npre; k++)
         if (s->pre[k].id == id) {
             s->pre[k] = e;
@@ -439,6 +469,19 @@ static bool fair_behind(const loop *l, int i)
     return false;
 }
 
+/* Running job j as a candidate: its preference keys. */
+static vkey vkey_of(const loop *l, int j, bool ts, bool fair)
+{
+    const ts_job *v = &l->r[j];
+    const ts_sched *s = l->s;
+    double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
+    int64_t g = cycle_job_gpus(v);
+    return (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
+                  v->priority, l->rlevel[j], v->tier == TS_TIER_GUARANTEED,
+                  (double)g * (l->now - since), s->cfg.victims_fewest_gpus ? g : 0,
+                  l->rattained[j], ts, fair, j};
+}
+
 /* The running jobs job i may stop, into keys (l->nr at most) in no order;
  * how many. Who borrows (and, for a fair search, what each tenant holds)
  * is counted first. */
@@ -467,14 +510,79 @@ static int preempt_candidates(loop *l, int i, bool swap, vkey *keys)
             continue;
         if (!victim_ok(l, i, v, l->rlevel[j], &ts, &fair) || (swap && !ts))
             continue;
-        double since = v->last_ckpt_s > v->start_s ? v->last_ckpt_s : v->start_s;
-        int64_t g = cycle_job_gpus(v);
-        keys[n++] = (vkey){l->tborrows[v->tenant], ts_quota_share(s->q, v->tenant, l->now),
-                           v->priority, l->rlevel[j], v->tier == TS_TIER_GUARANTEED,
-                           (double)g * (l->now - since),
-                           s->cfg.victims_fewest_gpus ? g : 0, l->rattained[j], ts, fair, j};
+        keys[n++] = vkey_of(l, j, ts, fair);
     }
     return n;
+}
+
+typedef struct young_key {
+    double start_s;
+    vkey k;
+} young_key;
+
+static int cmp_young(const void *a, const void *b)
+{
+    const young_key *x = a, *y = b;
+    if (x->start_s != y->start_s)
+        return x->start_s < y->start_s ? -1 : 1;
+    return (x->k.j > y->k.j) - (x->k.j < y->k.j);
+}
+
+/* A reclaim search found no set: would other tenants' loans that are only
+ * too young for it (reclaim_min_runtime_s) make its room, with the
+ * candidates of keys[0, n)? Then l->young_* say by when the youngest of a
+ * set reaches the floor and its victims would stop; else l->young_for is -1.
+ * An estimate only: nothing is preempted. */
+static void young_loans(loop *l, int i, vkey *keys, int n)
+{
+    const ts_sched_config *cfg = &l->s->cfg;
+    l->young_for = -1;
+    double floor = cfg->reclaim_min_runtime_s;
+    int m = n;
+    for (int j = 0; j < l->nr && floor > 0.0; j++) {
+        const ts_job *v = &l->r[j];
+        if (v->stopping || l->victim[j] || v->tenant == l->js[i].tenant ||
+            v->tier == TS_TIER_GUARANTEED || !l->tborrows[v->tenant] ||
+            l->now - v->start_s >= floor ||
+            (v->preemptions_hour >= cfg->max_preemptions_hour &&
+             !(cfg->reclaim_ignores_hour_limit && l->js[i].tier == TS_TIER_GUARANTEED)))
+            continue;
+        keys[m++] = vkey_of(l, j, false, false);
+    }
+    if (m == n)
+        return;
+    /* the candidates in their order, then the young loans oldest first: the
+     * shortest prefix that makes room is the earliest time a set may go */
+    qsort(keys, (size_t)n, sizeof *keys, cmp_vkey);
+    young_key *y = malloc((size_t)(m - n) * sizeof *y);
+    if (!y)
+        return;
+    for (int k = n; k < m; k++)
+        y[k - n] = (young_key){l->r[keys[k].j].start_s, keys[k]};
+    qsort(y, (size_t)(m - n), sizeof *y, cmp_young);
+    for (int k = n; k < m; k++)
+        keys[k] = y[k - n].k;
+    free(y);
+    for (int k = 0; k < m; k++) {
+        l->pj[k] = (plan_job){&l->r[keys[k].j], l->r[keys[k].j].allocs, 0.0};
+        l->lost[k] = keys[k].lost;
+    }
+    int c = plan_victims(l->s, &l->w[i], l->pj, l->lost, NULL, m, NULL, 0, l->chosen, l->plan);
+    double at = l->now, stop = l->now;
+    for (int k = 0; k < c; k++) {
+        const ts_job *v = &l->r[keys[l->chosen[k]].j];
+        double ready = v->start_s + floor > l->now ? v->start_s + floor : l->now;
+        at = ready > at ? ready : at;
+    }
+    for (int k = 0; k < c; k++) {
+        double by = at + job_grace(l, &l->r[keys[l->chosen[k]].j]);
+        stop = by > stop ? by : stop;
+    }
+    if (c > 0 && at > l->now) {
+        l->young_for = i;
+        l->young_at = at;
+        l->young_stop = stop;
+    }
 }
 
 /* The preemption decided for job i: its m victims (l->chosen into keys;
@@ -667,10 +775,13 @@ bool loop_try_preempt(loop *l, int i, bool swap)
      * whole cycle. Answered from the memo, it costs no search: without
      * it, a tenant's many identical jobs that could take nothing back used
      * up the cycle's searches before another tenant's job that could. */
-    uint64_t skey = mix(mix(mix(js->key, (uint64_t)js->tenant + 17),
-                            (uint64_t)js->tier * 64 + (uint64_t)level_key(js->earned) * 4 +
-                                (uint64_t)swap * 2 + l->reclaim_others),
-                        (uint64_t)(int64_t)job->priority + 0x5eed);
+    /* (a preemptor's room let go while it decides is free room that was
+     * not: the memo's failures from before do not hold for it) */
+    uint64_t skey = mix(mix(mix(mix(js->key, (uint64_t)js->tenant + 17),
+                                (uint64_t)js->tier * 64 + (uint64_t)level_key(js->earned) * 4 +
+                                    (uint64_t)swap * 2 + l->reclaim_others),
+                            (uint64_t)(int64_t)job->priority + 0x5eed),
+                        s->room_freed);
     memo_entry *ms = memo_slot(s, skey);
     if (ms->epoch == l->epoch0 && ms->key == skey && ms->reason == MEMO_SEARCH_FAILED) {
         l->d->stats.memo_hits++;
@@ -706,6 +817,8 @@ bool loop_try_preempt(loop *l, int i, bool swap)
     else if (m == 0 && fair && s->cfg.fair_moves && fair_behind(l, i))
         m = plan_moves(l, i, keys, 0, FAIR_MOVE_MIN_AGE_S, &move); /* on free room alone */
     if (m == 0) {
+        if (others && !swap)
+            young_loans(l, i, keys, n);
         free(keys);
         free(move);
         *ms = (memo_entry){.key = skey, .epoch = l->epoch0, .reason = MEMO_SEARCH_FAILED};

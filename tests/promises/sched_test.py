@@ -235,6 +235,42 @@ def scenario_a_preemptor_waiting_out_the_grace_says_when(c):
         c.call("POST", f"/v1/jobs/{jid}/cancel", {})
 
 
+def scenario_two_preemptors_each_start_on_their_own_victims_room(c):
+    """scheduler.md step 6: when two preemptors' victims stop in different
+    cycles, each starts on its own victims' room. team-c borrows r-1 (8),
+    then r-2 and r-3 (4 each). team-a's 4-GPU job takes back the youngest
+    loan, which ignores its signal and holds its room for a 10-s grace;
+    team-b's takes back the other, which stops at once. Before, team-a's
+    job, first in the order, started on the other's room as it was freed,
+    and team-b's, its victim gone and no room, stopped team-c's 8-GPU job
+    as well."""
+    big = c.submit(spec("c-8", "team-c", "opportunistic", {"gpus": 8}))
+    c.wait_job(big, "running", 30)
+    fast = c.submit(spec("c-fast", "team-c", "opportunistic", {"gpus": 4}))
+    c.wait_job(fast, "running", 30)
+    time.sleep(1)
+    slow = c.submit(dict(spec("c-slow", "team-c", "opportunistic", {"gpus": 4},
+                              cmd="trap '' USR1 TERM; sleep 300"),
+                         checkpoint={"signal": "SIGUSR1", "grace": "10s"}))
+    c.wait_job(slow, "running", 30)
+    was_slow, was_fast = nodes_of(c.job(slow)), nodes_of(c.job(fast))
+    a = c.submit(spec("a-4", "team-a", "guaranteed", {"gpus": 4}))
+    if not c.wait(lambda: preempted(c, slow), "team-a's job takes the youngest loan back", 15):
+        return
+    b = c.submit(spec("b-4", "team-b", "guaranteed", {"gpus": 4}))
+    c.wait_job(b, "running", 30, "team-b's job runs once its victim stopped")
+    c.wait_job(a, "running", 30, "team-a's job runs once its own victim's grace ended")
+    ja, jb = c.job(a), c.job(b)
+    check(was_slow != was_fast and nodes_of(ja) == was_slow and nodes_of(jb) == was_fast,
+          f"each on its own victim's node: team-a's on {nodes_of(ja)} (its victim's "
+          f"{was_slow}), team-b's on {nodes_of(jb)} ({was_fast})")
+    check(not preempted(c, big) and c.job(big).get("state") == "running",
+          f"team-c's 8-GPU job is not stopped as well: {c.job(big).get('state')}, "
+          f"{preempted(c, big)}")
+    for jid in (a, b, big, fast, slow):
+        c.call("POST", f"/v1/jobs/{jid}/cancel", {})
+
+
 def scenario_gang_is_compact_by_default(c):
     """job-spec.md: a 2 x 4-GPU gang whose spec names no topology level goes
     on one node (r-1, whole) rather than on r-2 and r-3, in two leaves; asked

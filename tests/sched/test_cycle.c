@@ -550,6 +550,78 @@ static void test_preemptor_searches_again(void **state)
     }
 }
 
+/* Two preemptors whose victims stop in different cycles: the room the
+ * second one's victim freed first is kept for it, so the first waits for
+ * its own victim rather than take it, and the second does not search
+ * again and stop a third job (with the room not kept: three victims for
+ * two jobs, and team-a below its guarantee). */
+static void test_preemptor_room_is_kept_for_it(void **state)
+{
+    fx *f = *state;
+    ts_err err;
+    ts_job *a[3];
+    for (int k = 0; k < 3; k++) {
+        a[k] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 100000);
+        run_on(f, a[k], 0, (int[]){k}, (int[]){0});
+    }
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *c = job(f, TC, TS_TIER_GUARANTEED, 1, 4, 100000);
+    ts_job *w[] = {b, c};
+    assert_int_equal(cycle(f, 2000, w, 2, a, 3), 0);
+    assert_int_equal(f->d.nstarts, 0);
+    assert_int_equal(f->d.npreempts, 2);
+    /* the second preemptor's victim stops first; the first's still stops */
+    int first = f->d.preempts[0].preemptor, second = f->d.preempts[1].preemptor;
+    ts_job *v1 = a[f->d.preempts[0].victim], *v2 = a[f->d.preempts[1].victim];
+    ts_job *keep = a[3 - f->d.preempts[0].victim - f->d.preempts[1].victim];
+    ts_job v1s = *v1;
+    v1s.stopping = true;
+    v1s.stop_by_s = 2060;
+    assert_int_equal(ts_sched_stop(f->s, v2, 2010, &err), 0);
+    ts_job *run2[] = {&v1s, keep};
+    assert_int_equal(cycle(f, 2010, w, 2, run2, 2), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].job, second);
+    assert_int_equal(f->d.starts[0].allocs[0].node, v2->allocs[0].node);
+    assert_int_equal(f->d.pending[first].reason, TS_PEND_PREEMPTING);
+    /* its own victim stopped: the first starts on that room */
+    assert_int_equal(ts_sched_stop(f->s, &v1s, 2020, &err), 0);
+    ts_job *run3[] = {keep, w[second]};
+    w[second]->allocs = f->d.starts[0].allocs;
+    ts_job *w3[] = {w[first]};
+    assert_int_equal(cycle(f, 2020, w3, 1, run3, 2), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.nstarts, 1);
+    assert_int_equal(f->d.starts[0].allocs[0].node, v1->allocs[0].node);
+    assert_int_equal(gpu_usage(f, TA), 4 * TS_MILLI_PER_GPU);
+}
+
+/* A tenant owed its guarantee while the loans in its way are younger than
+ * reclaim_min_runtime: nothing is preempted yet, and its why and start
+ * estimate say when the loans may go (not when they end: an hour). */
+static void test_young_loans_say_when_they_may_go(void **state)
+{
+    fx *f = *state;
+    ts_job *a[3];
+    for (int k = 0; k < 3; k++) {
+        a[k] = job(f, TA, TS_TIER_OPPORTUNISTIC, 1, 4, 3600);
+        run_on(f, a[k], 1000 + 10 * k, (int[]){k}, (int[]){0});
+    }
+    ts_job *b = job(f, TB, TS_TIER_GUARANTEED, 1, 4, 3600);
+    assert_int_equal(cycle(f, 1025, &b, 1, a, 3), 0);
+    assert_int_equal(f->d.npreempts, 0);
+    assert_int_equal(f->d.pending[0].reason, TS_PEND_CAPACITY);
+    assert_non_null(strstr(f->d.pending[0].why, "the loans in its way ran under 1 min"));
+    /* the youngest one enough for it reached the floor at 1060 (1000 + 60),
+     * then its grace */
+    double want = 1000 + f->cfg.reclaim_min_runtime_s + f->cfg.default_grace_s;
+    assert_true(f->d.pending[0].estimated_s == want);
+    /* at 1060 it is taken back */
+    assert_int_equal(cycle(f, 1060, &b, 1, a, 3), 0);
+    assert_int_equal(f->d.npreempts, 1);
+}
+
 static void test_victim_is_whole_gang_from_most_over_share(void **state)
 {
     fx *f = *state;
@@ -1846,6 +1918,8 @@ int main(void)
         cmocka_unit_test_setup_teardown(test_guarantee_moves_smaller_job, setup, teardown),
         cmocka_unit_test_setup_teardown(test_guarantee_over_reservation, setup, teardown),
         cmocka_unit_test_setup_teardown(test_preemptor_searches_again, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_preemptor_room_is_kept_for_it, setup, teardown),
+        cmocka_unit_test_setup_teardown(test_young_loans_say_when_they_may_go, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_short_job_overtakes, setup, teardown),
         cmocka_unit_test_setup_teardown(test_las_fifo_within_level, setup, teardown),
         cmocka_unit_test_setup_teardown(test_victims_fewest_gpus, setup, teardown),
