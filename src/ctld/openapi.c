@@ -158,7 +158,9 @@ static const struct {
      "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
      "\"tty\":{\"type\":\"boolean\"},"
      "\"rows\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000},"
-     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}"},
+     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000},"
+     "\"check\":{\"type\":\"boolean\",\"description\":\"true: make every check of the "
+     "session and open none (200, no upgrade)\"}}}"},
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"

@@ -588,7 +588,8 @@ static const ctld_route_def ROUTES[] = {
      "Open an interactive session on a running rank {kind: attach|exec|forward, rank, command, "
      "port, tty, rows, cols}: the connection upgrades (101, Upgrade: tessera-stream/1) to a "
      "byte stream relayed to the rank's agent (the job's owner and admins; "
-     "docs/interactive.md)", "SessionRequest", 101, NULL, "409 429 503"},
+     "docs/interactive.md); with check: true, 200 once every check passed, and no session",
+     "SessionRequest", 101, NULL, "200 409 429 503"},
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
      "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
      "not_an_array when {id} is no array's (its owner, its tenant's admins, admins)", NULL, 200,
