@@ -27,6 +27,7 @@ enum ts_errcode {
     TS_ECLOSED = -9,   /* the object is shutting down or closed (a store) */
     TS_EFENCED = -10,  /* a write from a leader whose epoch is no longer the lease's */
     TS_ELIMIT = -11,   /* a configured limit would be passed (a cap on queued jobs) */
+    TS_EACCES = -12,   /* refused for credentials: none given, or not accepted (a registry) */
 };
 
 /* For functions whose result must be checked (a dropped durable-write error

@@ -45,7 +45,7 @@ static const struct {
      "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
      "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
      "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\","
-     "\"shim_not_loaded\",\"prolog_failed\",\"disk_pressure\"]},"
+     "\"image_auth\",\"shim_not_loaded\",\"prolog_failed\",\"disk_pressure\"]},"
      "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"signal\":{\"type\":[\"integer\","
      "\"null\"]},\"oom_kills\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}}}"},
     {"Job",
