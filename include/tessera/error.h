@@ -27,6 +27,7 @@ enum ts_errcode {
     TS_ECLOSED = -9,   /* the object is shutting down or closed (a store) */
     TS_EFENCED = -10,  /* a write from a leader whose epoch is no longer the lease's */
     TS_ELIMIT = -11,   /* a configured limit would be passed (a cap on queued jobs) */
+    TS_EACCES = -12,   /* refused for credentials: none given, or not accepted (a registry) */
 };
 
 /* For functions whose result must be checked (a dropped durable-write error
@@ -39,6 +40,26 @@ typedef struct ts_err {
     int code;
     char msg[TS_ERR_MSG_MAX];
 } ts_err;
+
+/* Every error a reader found in one input, where it reads on past the
+ * first (a tenants file): the first TS_ERRS_MAX messages, each with the
+ * input's line it names (0: none), and a count of the rest. Caller-owned;
+ * zero it (or ts_errs_clear) before use. */
+#define TS_ERRS_MAX 20
+
+typedef struct ts_errs {
+    int n;    /* messages kept */
+    int more; /* errors found past those */
+    int line[TS_ERRS_MAX];
+    char msg[TS_ERRS_MAX][TS_ERR_MSG_MAX];
+} ts_errs;
+
+/* Adds one message (its line, 0 none), or counts it past the cap. NULL e: nothing. */
+void ts_errs_add(ts_errs *e, int line, const char *msg);
+void ts_errs_clear(ts_errs *e);
+/* The kept messages in the order of their lines (stable: one line's in the
+ * order found). */
+void ts_errs_sort(ts_errs *e);
 
 /* Fills err (if not NULL) and returns code, so callers can write
  * `return ts_err_set(err, TS_EINVAL, "x: must be > 0");`. */

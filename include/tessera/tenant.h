@@ -173,6 +173,12 @@ int ts_tenant_set_order(ts_tenants *ts, int t, int order, ts_err *err);
  * parent's, e.g. "tenants.team-a.guaranteed.gpu[A100-80GB]: children's
  * guarantees (96) exceed the parent's (64)". */
 int ts_tenants_validate(const ts_tenants *ts, ts_err *err);
+/* The same checks, going on past each error: on_error (may be NULL) gets
+ * every one with the tenant it names (e's message as err would hold it),
+ * err the first. Returns 0 or the first error's code. */
+typedef void (*ts_tenants_error_fn)(void *ctx, int tenant, const ts_err *e);
+int ts_tenants_validate_all(const ts_tenants *ts, ts_tenants_error_fn on_error, void *ctx,
+                            ts_err *err);
 
 /* ---- quota accounting and admission ------------------------------------ */
 

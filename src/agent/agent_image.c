@@ -9,7 +9,8 @@
  * abandons the pull: the thread frees the object when it ends. Outcomes:
  * the image is there (the task starts in it, and is a user of the image
  * until it is forgotten); the registry does not know it (the task fails with
- * reason image_not_found); the registry is down or slow (the pull is tried
+ * reason image_not_found) or refuses the job's credentials (image_auth);
+ * the registry is down or slow (the pull is tried
  * again with a doubling pause up to PULL_RETRY_MAX_S: the job waits, it is
  * not failed); a bad or too large image (the task fails, saying why).
  * A job's read-only data images (agent_data.c) come in the same pull, after
@@ -373,9 +374,10 @@ void agent_images_poll(ts_agent *a, double now)
         json_t *t = lt->waiting;
         lt->waiting = NULL;
         wipe_cred(lt);
-        if (rc == TS_ENOENT) {
+        if (rc == TS_ENOENT || rc == TS_EACCES) {
             snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
-            snprintf(lt->launch_end, sizeof lt->launch_end, "image_not_found");
+            snprintf(lt->launch_end, sizeof lt->launch_end, "%s",
+                     rc == TS_EACCES ? "image_auth" : "image_not_found");
         } else if (rc != 0) {
             snprintf(lt->start_error, sizeof lt->start_error, "%s", err.msg);
         } else {

@@ -80,7 +80,7 @@ typedef struct local_task {
     char pull_note[TS_ERR_MSG_MAX]; /* why the last try failed, "" none */
     ts_image image;             /* the image it runs in, once image_ready */
     bool image_ready;           /* a user of image (released when forgotten) */
-    char launch_end[32];        /* the end a start failure reports ("image_not_found"), "" */
+    char launch_end[32];        /* the end a start failure reports ("image_auth"), "" */
     char *image_cred;           /* the pull secret, "user:password" (malloc'd, wiped), NULL */
     /* its job's read-only data images (agent_data.c), pulled with its image */
     int ndata;

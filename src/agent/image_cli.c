@@ -41,6 +41,7 @@
 
 #define EXIT_NOT_FOUND 3
 #define EXIT_RETRY 4
+#define EXIT_AUTH 5 /* the registry refused the credentials, or wanted some */
 #define SECRET_MAX_BYTES 4096
 
 static int usage(void)
@@ -174,7 +175,8 @@ int agent_image_cli(int argc, char **argv)
         agent_p2p_stop(p2p);
         curl_global_cleanup();
         fprintf(stderr, "tessera-agent: %s\n", err.msg);
-        return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY : 1;
+        return rc == TS_ENOENT ? EXIT_NOT_FOUND : rc == TS_EIO ? EXIT_RETRY
+               : rc == TS_EACCES ? EXIT_AUTH : 1;
     }
     json_t *j = json_pack("{s:s, s:s, s:s, s:I, s:b, s:I, s:I, s:I, s:I, s:f, s:f, s:f, s:f}",
                           "digest", img.digest, "rootfs", img.rootfs, "config", img.config_path,

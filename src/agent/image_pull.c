@@ -16,8 +16,10 @@
  * appear in an error message.
  *
  * Errors tell the agent what to do: TS_ENOENT (the registry does not know
- * the image: reason image_not_found), TS_EIO (unreachable, 5xx, 429: keep
- * the job waiting and retry), TS_EINVAL (a bad image), TS_ENOSPC (budget).
+ * the image, 404: reason image_not_found), TS_EACCES (the registry or its
+ * token service refused the credentials, 401 or 403, or none were given:
+ * reason image_auth), TS_EIO (unreachable, 5xx, 429: keep the job waiting
+ * and retry), TS_EINVAL (a bad image), TS_ENOSPC (budget).
  */
 #define _GNU_SOURCE
 #include <errno.h>
@@ -236,7 +238,7 @@ static int authenticate(puller *p, ts_err *err)
     memcpy(ch, p->challenge, sizeof ch);
     if (!strncasecmp(ch, "Basic", 5)) {
         if (!p->o->user || p->basic)
-            return ts_err_set(err, TS_ENOENT, "registry %s: the image needs credentials "
+            return ts_err_set(err, TS_EACCES, "registry %s: the image needs credentials "
                               "(a pull secret) it was not given or does not accept",
                               p->ref->host);
         p->basic = true;
@@ -273,8 +275,11 @@ static int authenticate(puller *p, ts_err *err)
     int rc = get_once(p, url, NULL, &status, err);
     p->basic = false;
     if (!rc && status != 200)
-        rc = ts_err_set(err, status == 401 || status == 403 ? TS_ENOENT : TS_EIO,
-                        "registry %s: the token service answered %ld", p->ref->host, status);
+        rc = status == 401 || status == 403
+                 ? ts_err_set(err, TS_EACCES, "registry %s: the token service answered %ld: "
+                              "the pull secret is missing or not accepted", p->ref->host, status)
+                 : ts_err_set(err, TS_EIO, "registry %s: the token service answered %ld",
+                              p->ref->host, status);
     json_t *j = rc ? NULL : json_loadb(mem, p->mem_n, 0, NULL);
     json_t *tok = json_object_get(j, "token");
     if (!json_is_string(tok))
@@ -329,9 +334,14 @@ static int status_error(const puller *p, long status, const char *what, ts_err *
     const ts_image_ref *r = p->ref;
     const char *sep = r->digest[0] ? "@" : ":";
     const char *v = r->digest[0] ? r->digest : r->tag;
-    if (status == 404 || status == 401 || status == 403)
+    if (status == 404)
         return ts_err_set(err, TS_ENOENT, "image %s/%s%s%s: %s not found (the registry "
                           "answered %ld)", r->host, r->repo, sep, v, what, status);
+    if (status == 401 || status == 403) /* some registries say so of a repository they hide */
+        return ts_err_set(err, TS_EACCES, "image %s/%s%s%s: %s: the registry refused access "
+                          "(answered %ld): the pull secret is missing or not accepted, or "
+                          "these credentials may not read it", r->host, r->repo, sep, v, what,
+                          status);
     return ts_err_set(err, TS_EIO, "image %s/%s%s%s: %s: the registry answered %ld", r->host,
                       r->repo, sep, v, what, status);
 }

@@ -810,14 +810,18 @@ int cli_cmd_port_forward(struct cli_ctx *ctx, const struct cli_cmd *cmd, int arg
     if (!cli_parse_long(lp, 0, 65535, &local) || !cli_parse_long(colon + 1, 1, 65535, &remote))
         return cli_usage_error(cmd, "LOCAL:REMOTE: \"%s\": LOCAL 0..65535 (0: any free port), "
                                "REMOTE 1..65535", ports);
-    /* the job must be there and running before anything listens */
-    char state[32];
-    if ((rc = job_state(ctx, id, state, sizeof state, NULL)) != CLI_EXIT_OK)
+    /* before anything listens, the checks each connection's session meets
+     * (the caller may, the job runs, it has the rank), asked once: a refusal
+     * exits as exec's does, not as a listener whose connections are reset */
+    char path[64];
+    snprintf(path, sizeof path, "/v1/jobs/%ld/sessions", id);
+    struct cli_resp resp = {0};
+    rc = cli_send_json(ctx, "POST", path,
+                       json_pack("{s:s,s:i,s:i,s:b}", "kind", "forward", "rank", (int)rank,
+                                 "port", (int)remote, "check", 1), &resp);
+    cli_resp_free(&resp);
+    if (rc != CLI_EXIT_OK)
         return rc;
-    if (strcmp(state, "running") != 0) {
-        cli_errorf("job %ld is %s: only a running job's ports can be reached", id, state);
-        return CLI_EXIT_REFUSED;
-    }
     int ls = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
     int one = 1;
     struct sockaddr_in sa = {.sin_family = AF_INET, .sin_port = htons((uint16_t)local),

@@ -308,12 +308,14 @@ int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err *err)
     return me.rc;
 }
 
-int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err)
+int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_errs *bad, ts_err *err)
 {
     ts_tenants *ts = NULL;
     ts_quota *q = NULL;
     ts_sched *s = NULL;
-    int rc = ts_load_tenants_yaml(yaml, len, "tenants", &ts, err);
+    int rc = ts_load_tenants_yaml_all(yaml, len, "tenants", &ts, bad);
+    if (rc != 0)
+        ts_err_set(err, rc, "%s", bad->n ? bad->msg[0] : "tenants: invalid");
     if (rc == 0)
         rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
     if (rc == 0)

@@ -191,8 +191,11 @@ TS_MUST_CHECK int ctld_node_drain(ctld *c, const char *node, bool drain, ts_err 
  * (committing), then applied (resuming clears drain_why); TS_ETIMEDOUT
  * while another drain is being written (try again later). */
 TS_MUST_CHECK int ctld_node_drain_cycle(ctld *c, int n, bool drain, ts_err *err);
-/* Replaces the tenants (YAML); not under mu. */
-TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_err *err);
+/* Replaces the tenants (YAML); not under mu. An invalid document is
+ * TS_EINVAL with every error of it in bad (caller-owned) and the first in
+ * err; nothing changes then. */
+TS_MUST_CHECK int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_errs *bad,
+                                       ts_err *err);
 /* Under mu: the index in names[0..n) of the tenant or of its nearest
  * ancestor named there, else -1. */
 int ctld_tenant_match(const ctld *c, const char *tenant, const char *const *names, int n);

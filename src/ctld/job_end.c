@@ -111,6 +111,8 @@ static json_t *rank_end_json(const ctld *c, const cjob *j, int rank, const ts_ta
         end = rep->launch ? "launch" : "lost";
         if (le && strcmp(le, "image_not_found") == 0) /* its registry does not know it */
             end = "image_not_found";
+        if (le && strcmp(le, "image_auth") == 0) /* its registry refused the credentials */
+            end = "image_auth";
         if (le && strcmp(le, "prolog_failed") == 0) /* the node's prolog failed (drained) */
             end = "prolog_failed";
         /* stopped as it ran: no limits in force, or its layer filled the disk */

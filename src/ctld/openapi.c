@@ -45,7 +45,7 @@ static const struct {
      "{\"type\":\"object\",\"properties\":{\"rank\":{\"type\":\"integer\"},"
      "\"node\":{\"type\":\"string\"},\"end\":{\"type\":\"string\",\"enum\":[\"exited\","
      "\"signal\",\"oom\",\"timeout\",\"launch\",\"stopped\",\"lost\",\"image_not_found\","
-     "\"shim_not_loaded\",\"prolog_failed\",\"disk_pressure\"]},"
+     "\"image_auth\",\"shim_not_loaded\",\"prolog_failed\",\"disk_pressure\"]},"
      "\"exit_code\":{\"type\":[\"integer\",\"null\"]},\"signal\":{\"type\":[\"integer\","
      "\"null\"]},\"oom_kills\":{\"type\":\"integer\"},\"reason\":{\"type\":\"string\"}}}"},
     {"Job",
@@ -158,7 +158,9 @@ static const struct {
      "\"port\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":65535},"
      "\"tty\":{\"type\":\"boolean\"},"
      "\"rows\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000},"
-     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000}}}"},
+     "\"cols\":{\"type\":\"integer\",\"minimum\":1,\"maximum\":1000},"
+     "\"check\":{\"type\":\"boolean\",\"description\":\"true: make every check of the "
+     "session and open none (200, no upgrade)\"}}}"},
     {"BulkCancel",
      "{\"type\":\"object\",\"description\":\"At least one filter; user is the submitting "
      "token's name\",\"additionalProperties\":false,"

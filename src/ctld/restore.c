@@ -53,6 +53,23 @@ void ctld_quota_capacity(const ctld *c, ts_quota *q)
     ts_quota_set_capacity(q, cap);
 }
 
+/* A tenants document tesserad does not start with: its one error as err,
+ * or every one on stderr (the first TS_ERRS_MAX) and their count as err. */
+static void tenants_invalid(const char *fname, const ts_errs *bad, int rc, ts_err *err)
+{
+    int total = bad->n + bad->more;
+    if (total <= 1) {
+        ts_err_set(err, rc, "%s", bad->n ? bad->msg[0] : "tenants: invalid");
+        return;
+    }
+    for (int i = 0; i < bad->n; i++)
+        fprintf(stderr, "tesserad: %s\n", bad->msg[i]);
+    if (bad->more)
+        ts_err_set(err, rc, "%s: %d errors, the first %d above", fname, total, bad->n);
+    else
+        ts_err_set(err, rc, "%s: %d errors, each above", fname, total);
+}
+
 static int load_tenants(ctld *c, ts_err *err)
 {
     char *yaml = NULL;
@@ -74,9 +91,15 @@ static int load_tenants(ctld *c, ts_err *err)
             return rc;
         fname = c->cfg.tenants_file;
     }
-    rc = ts_load_tenants_yaml(yaml ? yaml : DEFAULT_TENANTS,
-                              yaml ? len : sizeof DEFAULT_TENANTS - 1, fname, &c->tenants, err);
+    ts_errs *bad = calloc(1, sizeof *bad);
+    rc = !bad ? ts_err_set(err, TS_ENOMEM, "out of memory")
+              : ts_load_tenants_yaml_all(yaml ? yaml : DEFAULT_TENANTS,
+                                         yaml ? len : sizeof DEFAULT_TENANTS - 1, fname,
+                                         &c->tenants, bad);
     free(yaml);
+    if (bad && rc != 0)
+        tenants_invalid(fname, bad, rc, err);
+    free(bad);
     if (rc == 0)
         rc = ts_quota_new(c->tenants, c->cfg.half_life_s, &c->quota, err);
     if (rc == 0)

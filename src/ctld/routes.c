@@ -430,6 +430,34 @@ static int order_of(const ctld *c, int t)
     return c->cfg.sched.order;
 }
 
+/* A tenants document that does not load: 400 with its one error as the
+ * message, or, with several, their count as the message and each as a
+ * field, its path "tenants:LINE: key.path" (docs/api.md). */
+static void reply_tenants_invalid(ctld_reply *r, const ts_errs *bad)
+{
+    if (bad->n + bad->more <= 1) {
+        ctld_reply_error(r, 400, "invalid", "%s", bad->n ? bad->msg[0] : "tenants: invalid");
+        return;
+    }
+    json_t *fields = json_array();
+    for (int i = 0; i < bad->n; i++) {
+        const char *m = bad->msg[i], *at = strstr(m, ": "); /* after "tenants:LINE" */
+        const char *cut = at ? strstr(at + 2, ": ") : NULL;  /* after the key path */
+        json_array_append_new(fields, cut ? json_pack("{s:s%,s:s}", "path", m,
+                                                      (size_t)(cut - m), "reason", cut + 2)
+                                          : json_pack("{s:s,s:s}", "path", "", "reason", m));
+    }
+    char msg[128];
+    int total = bad->n + bad->more;
+    if (bad->more)
+        snprintf(msg, sizeof msg, "tenants: %d errors, the first %d listed; nothing changed",
+                 total, bad->n);
+    else
+        snprintf(msg, sizeof msg, "tenants: %d errors; nothing changed", total);
+    ctld_reply_json(r, 400, json_pack("{s:{s:s,s:s,s:o}}", "error", "code", "invalid", "message",
+                                      msg, "fields", fields));
+}
+
 static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
 {
     if (strcmp(rq->method, "PUT") == 0) {
@@ -443,11 +471,14 @@ static void tenants(ctld *c, const ctld_request *rq, ctld_reply *r)
             return;
         }
         ts_err err;
-        int rc = ctld_tenants_replace(c, rq->body, rq->len, &err);
-        if (rc == TS_EINVAL) {
-            ctld_reply_error(r, 400, "invalid", "%s", err.msg);
+        ts_errs *bad = calloc(1, sizeof *bad);
+        int rc = bad ? ctld_tenants_replace(c, rq->body, rq->len, bad, &err)
+                     : ts_err_set(&err, TS_ENOMEM, "out of memory");
+        if (rc == TS_EINVAL)
+            reply_tenants_invalid(r, bad);
+        free(bad);
+        if (rc == TS_EINVAL)
             return;
-        }
         if (rc != 0) {
             ctld_reply_error(r, rc == TS_EEXIST ? 409 : 503,
                              rc == TS_EEXIST ? "conflict" : "unavailable", "%s", err.msg);
@@ -588,7 +619,8 @@ static const ctld_route_def ROUTES[] = {
      "Open an interactive session on a running rank {kind: attach|exec|forward, rank, command, "
      "port, tty, rows, cols}: the connection upgrades (101, Upgrade: tessera-stream/1) to a "
      "byte stream relayed to the rank's agent (the job's owner and admins; "
-     "docs/interactive.md)", "SessionRequest", 101, NULL, "409 429 503"},
+     "docs/interactive.md); with check: true, 200 once every check passed, and no session",
+     "SessionRequest", 101, NULL, "200 409 429 503"},
     {"POST", "/v1/arrays/{id}/cancel", ctld_array_route, R_WRITE, "cancelArray",
      "Cancel every active element of the array whose id (its first element's) is {id}; 404 "
      "not_an_array when {id} is no array's (its owner, its tenant's admins, admins)", NULL, 200,

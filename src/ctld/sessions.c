@@ -450,8 +450,9 @@ static void *relay_main(void *arg)
 /* ---- opening ------------------------------------------------------------------- */
 
 /* The session the body asks for, as the agent is told it: {kind, rank,
- * command, port, tty, rows, cols}; NULL and r answered 400 when invalid. */
-static json_t *parse_request(const ctld_request *rq, ctld_reply *r)
+ * command, port, tty, rows, cols}, and *check whether the body asks for the
+ * checks only (`check: true`); NULL and r answered 400 when invalid. */
+static json_t *parse_request(const ctld_request *rq, ctld_reply *r, bool *check)
 {
     json_error_t je;
     json_t *in = rq->len ? json_loadb(rq->body, rq->len, 0, &je) : json_object();
@@ -463,11 +464,16 @@ static json_t *parse_request(const ctld_request *rq, ctld_reply *r)
     const char *kind = json_string_value(json_object_get(in, "kind"));
     json_t *rank = json_object_get(in, "rank"), *cmd = json_object_get(in, "command"),
            *port = json_object_get(in, "port"), *tty = json_object_get(in, "tty"),
-           *rows = json_object_get(in, "rows"), *cols = json_object_get(in, "cols");
-    static const char *const KEYS[] = {"kind", "rank", "command", "port", "tty", "rows", "cols"};
+           *rows = json_object_get(in, "rows"), *cols = json_object_get(in, "cols"),
+           *chk = json_object_get(in, "check");
+    static const char *const KEYS[] = {"kind", "rank", "command", "port",
+                                       "tty",  "rows", "cols",    "check"};
     const char *bad = ctld_unknown_key(in, KEYS, sizeof KEYS / sizeof KEYS[0]);
     const char *why = bad ? "unknown field" : NULL;
     if (bad) {
+    } else if (chk && !json_is_boolean(chk)) {
+        bad = "check";
+        why = "must be true or false";
     } else if (!kind || (strcmp(kind, "attach") != 0 && strcmp(kind, "exec") != 0 &&
                          strcmp(kind, "forward") != 0)) {
         bad = "kind";
@@ -514,6 +520,7 @@ static json_t *parse_request(const ctld_request *rq, ctld_reply *r)
         json_decref(in);
         return NULL;
     }
+    *check = json_is_true(chk);
     json_t *out = json_pack("{s:s,s:I,s:b}", "kind", kind, "rank",
                             rank ? json_integer_value(rank) : 0, "tty", json_is_true(tty));
     if (out && strcmp(kind, "exec") == 0)
@@ -528,17 +535,18 @@ static json_t *parse_request(const ctld_request *rq, ctld_reply *r)
     return out;
 }
 
-void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
+/* Every check of a session request: the caller may open the job's
+ * sessions, the body is valid, the job runs and the rank is on a node with
+ * a connected agent. The session as the agent is told it, with *node its
+ * rank's node and *check whether the body asked for the checks only; NULL
+ * with r answered (403, 400, 409) otherwise. */
+static json_t *session_checked(ctld *c, const ctld_request *rq, const ts_job_row *row,
+                               ctld_reply *r, int *node, bool *check)
 {
     const ctld_caller *w = rq->who;
-    ctld_sessions *S = c->sessions;
-    if (!S) { /* no HTTP server (tests, fuzzing): nothing to relay with */
-        ctld_reply_error(r, 503, "unavailable", "sessions: the controller serves no streams");
-        return;
-    }
     if (w->role == TS_ROLE_VIEWER) {
         ctld_reply_error(r, 403, "forbidden", "role viewer cannot open sessions");
-        return;
+        return NULL;
     }
     ctld_lock_reader(c);
     bool may = ctld_sees_content(c, w, row->tenant, row->owner);
@@ -547,19 +555,25 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
         ctld_reply_error(r, 403, "forbidden", "sessions: job %lld's sessions are open to its "
                          "owner (\"%s\") and admins only (docs/interactive.md)",
                          (long long)row->id, row->owner);
-        return;
+        return NULL;
     }
-    json_t *want = parse_request(rq, r);
+    json_t *want = parse_request(rq, r, check);
     if (!want)
-        return;
+        return NULL;
     const char *kind = json_string_value(json_object_get(want, "kind"));
     int rank = (int)json_integer_value(json_object_get(want, "rank"));
     ctld_lock_reader(c);
     cjob *j = ctld_job_find(c, row->id);
     const char *no = NULL;
+    char not_running[64];
     int n = -1;
-    if (!j || !j->allocs || j->row.state != TS_JOB_RUNNING)
-        no = "the job is not running";
+    if (!j || !j->allocs || j->row.state != TS_JOB_RUNNING) {
+        int st = j ? j->row.state : row->state;
+        snprintf(not_running, sizeof not_running, st == TS_JOB_RUNNING
+                 ? "the job is not running yet" : "the job is %s, not running",
+                 ts_job_state_name(st));
+        no = not_running;
+    }
     else if (rank >= j->ntasks)
         no = "rank: no such rank";
     else if (strcmp(kind, "attach") == 0 && (!j->spec->interactive || rank != 0))
@@ -575,9 +589,29 @@ void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, c
         else
             ctld_reply_error(r, 409, "conflict", "job %lld: %s", (long long)row->id, no);
         json_decref(want);
-        return;
+        return NULL;
     }
     pthread_mutex_unlock(&c->mu);
+    *node = n;
+    return want;
+}
+
+void ctld_session_open(ctld *c, const ctld_request *rq, const ts_job_row *row, ctld_reply *r)
+{
+    ctld_sessions *S = c->sessions;
+    if (!S) { /* no HTTP server (tests, fuzzing): nothing to relay with */
+        ctld_reply_error(r, 503, "unavailable", "sessions: the controller serves no streams");
+        return;
+    }
+    int n = -1;
+    bool check = false;
+    json_t *want = session_checked(c, rq, row, r, &n, &check);
+    if (!want)
+        return;
+    if (check) { /* the checks only (port-forward's, before it listens): nothing held */
+        ctld_reply_json(r, 200, want);
+        return;
+    }
     pthread_mutex_lock(&S->mu);
     int free_slot = -1, of_tenant = 0;
     for (int i = 0; i < SESSIONS_MAX; i++) {

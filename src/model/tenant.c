@@ -15,6 +15,7 @@
 
 #include "tessera/name_list.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -203,26 +204,52 @@ int ts_tenant_set_weight(ts_tenants *ts, int t, double weight, ts_err *err)
 
 int ts_tenants_validate(const ts_tenants *ts, ts_err *err)
 {
+    return ts_tenants_validate_all(ts, NULL, NULL, err);
+}
+
+/* One error of the tree's: the first into err, each to on_error. */
+static int tree_error(ts_tenants_error_fn on_error, void *ctx, int t, ts_err *first, ts_err *err,
+                      const char *fmt, ...) __attribute__((format(printf, 6, 7)));
+static int tree_error(ts_tenants_error_fn on_error, void *ctx, int t, ts_err *first, ts_err *err,
+                      const char *fmt, ...)
+{
+    ts_err e = {.code = TS_EINVAL};
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(e.msg, sizeof e.msg, fmt, ap);
+    va_end(ap);
+    if (on_error)
+        on_error(ctx, t, &e);
+    if (first->code == 0) {
+        *first = e;
+        if (err)
+            *err = e;
+    }
+    return TS_EINVAL;
+}
+
+int ts_tenants_validate_all(const ts_tenants *ts, ts_tenants_error_fn on_error, void *ctx,
+                            ts_err *err)
+{
     if (!ts)
         return ts_err_set(err, TS_EINVAL, "tenants: missing");
     int64_t *sum = calloc((size_t)(ts->n > 0 ? ts->n : 1) * TS_RES_DIMS, sizeof *sum);
     if (!sum)
         return ts_err_set(err, TS_ENOMEM, "tenants: out of memory");
+    ts_err first = {0};
     for (int i = 0; i < ts->n; i++) {
         const ts_tenant *t = &ts->t[i];
-        if (!(t->weight > 0.0 && t->weight <= WEIGHT_MAX)) {
-            free(sum);
-            return ts_err_set(err, TS_EINVAL, "tenants.%s.weight: must be > 0 and <= %g",
-                              t->name, WEIGHT_MAX);
-        }
+        if (!(t->weight > 0.0 && t->weight <= WEIGHT_MAX))
+            tree_error(on_error, ctx, i, &first, err, "tenants.%s.weight: must be > 0 and <= %g",
+                       t->name, WEIGHT_MAX);
         for (int k = 0; k < TS_RES_DIMS; k++) {
             if (t->guaranteed[k] < 0 || t->guaranteed[k] > TS_QUOTA_MAX ||
                 !limit_ok(t->borrow_limit[k]) || !limit_ok(t->lend_limit[k])) {
                 char dn[TS_NAME_MAX + 8];
                 ts_res_name(k, dn, sizeof dn);
-                free(sum);
-                return ts_err_set(err, TS_EINVAL, "tenants.%s.%s: quota out of range",
-                                  t->name, dn);
+                tree_error(on_error, ctx, i, &first, err, "tenants.%s.%s: quota out of range",
+                           t->name, dn);
+                continue; /* out of range: not added up */
             }
             /* at most TS_TENANT_MAX terms of at most TS_QUOTA_MAX: no overflow */
             if (t->parent >= 0)
@@ -238,15 +265,14 @@ int ts_tenants_validate(const ts_tenants *ts, ts_err *err)
                 ts_res_name(k, dn, sizeof dn);
                 res_amount(k, s, sa, sizeof sa);
                 res_amount(k, t->guaranteed[k], pa, sizeof pa);
-                free(sum);
-                return ts_err_set(err, TS_EINVAL,
-                                  "tenants.%s.guaranteed.%s: children's guarantees (%s) "
-                                  "exceed the parent's (%s)", t->name, dn, sa, pa);
+                tree_error(on_error, ctx, i, &first, err,
+                           "tenants.%s.guaranteed.%s: children's guarantees (%s) exceed the "
+                           "parent's (%s)", t->name, dn, sa, pa);
             }
         }
     }
     free(sum);
-    return 0;
+    return first.code;
 }
 
 bool ts_unix_name_ok(const char *s)

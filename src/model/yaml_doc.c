@@ -35,7 +35,13 @@ int ts_yaml_fail(const ts_yaml_doc *D, const yaml_node_t *at, int code, const ch
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    return ts_err_set(D->err, code, "%s:%d: %s", D->fname, at ? model_yaml_line(at) : 1, msg);
+    int line = at ? model_yaml_line(at) : 1;
+    ts_err full;
+    ts_err_set(&full, code, "%s:%d: %s", D->fname, line, msg);
+    ts_errs_add(D->all, line, full.msg);
+    if (D->err)
+        *D->err = full;
+    return code;
 }
 
 void ts_yaml_pathf(char *buf, size_t size, const char *fmt, ...)
@@ -162,8 +168,9 @@ int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char 
         vals[i] = NULL;
     if (!map || map->type != YAML_MAPPING_NODE)
         return ts_yaml_fail_got(D, map, path[0] ? path : "top level", "a mapping");
-    for (yaml_node_pair_t *p = map->data.mapping.pairs.start; p < map->data.mapping.pairs.top;
-         p++) {
+    int rc = 0;
+    for (yaml_node_pair_t *p = map->data.mapping.pairs.start;
+         p < map->data.mapping.pairs.top && (rc == 0 || D->all); p++) {
         yaml_node_t *k = ts_yaml_node(D, p->key);
         const char *ks = ts_yaml_scalar(k);
         int idx = -1;
@@ -175,15 +182,16 @@ int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char 
             model_yaml_describe(k, got, sizeof got);
             ts_yaml_expect_keys(ks ? ks : "", keys, nkeys, "its format's page in docs/", expect,
                                 sizeof expect);
-            return ts_yaml_fail(D, k, TS_EINVAL, "%s: unknown key %s (%s)",
-                                path[0] ? path : "top level", got, expect);
+            rc = ts_yaml_fail(D, k, TS_EINVAL, "%s: unknown key %s (%s)",
+                              path[0] ? path : "top level", got, expect);
+        } else if (vals[idx]) {
+            rc = ts_yaml_fail(D, k, TS_EINVAL, "%s%s%s: key given twice", path,
+                              path[0] ? "." : "", keys[idx]);
+        } else {
+            vals[idx] = ts_yaml_node(D, p->value);
         }
-        if (vals[idx])
-            return ts_yaml_fail(D, k, TS_EINVAL, "%s%s%s: key given twice", path,
-                                path[0] ? "." : "", keys[idx]);
-        vals[idx] = ts_yaml_node(D, p->value);
     }
-    return 0;
+    return rc;
 }
 
 static int parse_failed(const ts_yaml_doc *D, const yaml_parser_t *p)

@@ -26,7 +26,9 @@
 typedef struct ts_yaml_doc {
     const char *fname;    /* for messages; never NULL while loading */
     yaml_document_t *doc; /* set by ts_yaml_load_one for the walk */
-    ts_err *err;          /* may be NULL */
+    ts_err *err;          /* may be NULL; the last error made */
+    ts_errs *all;         /* NULL, or every error ts_yaml_fail makes is added here too,
+                           * for a walk that goes on past an error (the tenants file) */
 } ts_yaml_doc;
 
 /* The walk over a loaded document: returns 0 or a negative error code. */
@@ -59,8 +61,8 @@ void ts_yaml_expect_keys(const char *got, const char *const *keys, int nkeys, co
                          char *out, size_t size);
 
 /*
- * Fills D->err with "file:line: <fmt>" (line of at, 1 when at is NULL) and
- * returns code.
+ * Fills D->err with "file:line: <fmt>" (line of at, 1 when at is NULL), adds
+ * it to D->all where there is one, and returns code.
  */
 __attribute__((format(printf, 4, 5)))
 int ts_yaml_fail(const ts_yaml_doc *D, const yaml_node_t *at, int code, const char *fmt, ...);
@@ -90,7 +92,9 @@ int ts_yaml_get_int(const ts_yaml_doc *D, const yaml_node_t *n, const char *path
 /*
  * The value nodes of a mapping with a fixed key set: vals[i] gets keys[i]'s
  * value or NULL. Not a mapping, unknown keys and repeated keys are errors,
- * naming the key ("" path reads "top level"). Returns 0 or TS_EINVAL.
+ * naming the key ("" path reads "top level"): the first ends the call, or,
+ * with D->all, each is added there and the known keys' values are still
+ * given (the first of a repeated key's). Returns 0 or TS_EINVAL.
  */
 int ts_yaml_map_fields(const ts_yaml_doc *D, const yaml_node_t *map, const char *path,
                        const char *const *keys, int nkeys, yaml_node_t **vals);

@@ -142,14 +142,20 @@ def main():
         rc, viatoken, err = pull(tok_store, f"127.0.0.1:{fport}/test/busy:1", "--auth-file",
                                  secret)
         assert rc == 0 and viatoken["digest"] == digest, err
+        secret_ok = os.path.join(work, "secret-ok")
+        shutil.copy(secret, secret_ok)
         with open(secret, "w") as f:
             f.write(f"{SECRET_USER}:wrong-{SECRET_PASS}\n")
         rc, out, err = pull(os.path.join(work, "store-token2"), f"127.0.0.1:{fport}/test/busy:1",
                             "--auth-file", secret)
-        assert rc == 3 and SECRET_PASS not in err, (rc, err)
+        assert rc == 5 and SECRET_PASS not in err, (rc, err)
         rc, out, err = pull(os.path.join(work, "store-token3"), f"127.0.0.1:{fport}/test/busy:1")
+        assert rc == 5, (rc, err)
+        rc, out, err = pull(os.path.join(work, "store-token4"), f"127.0.0.1:{fport}/test/busy:9",
+                            "--auth-file", secret_ok)
         assert rc == 3, (rc, err)
-        print("bearer token with a pull secret; a wrong one refused, never printed: ok")
+        print("bearer token with a pull secret; a wrong one or none refused (exit 5), never "
+              "printed; an unknown tag behind it not found (exit 3): ok")
 
         # the budget: room for one image
         lru = os.path.join(work, "store-lru")

@@ -31,7 +31,7 @@ typedef struct fx {
     ctld c;
     bool node_virtual[2];
     ts_job_spec spec;
-    cjob *jobs[4];
+    cjob *jobs[8];
 } fx;
 
 static int setup(void **state)
@@ -154,7 +154,8 @@ static void failed_rank_names_itself(void **state)
     ctld_txn_fini(&t);
 }
 
-/* A signal, an OOM kill, a start that failed: each its own reason. */
+/* A signal, an OOM kill, a start that failed, an image the registry does
+ * not know and one it refused the credentials for: each its own reason. */
 static void signal_oom_and_launch_reasons(void **state)
 {
     fx *f = *state;
@@ -169,6 +170,14 @@ static void signal_oom_and_launch_reasons(void **state)
          -1, 9},
         {"{\"state\":\"failed\",\"error\":\"command not found: pyhton\",\"launch\":true}",
          "launch", "rank 0 on n1 could not start: command not found: pyhton", -1, 0},
+        {"{\"state\":\"failed\",\"error\":\"image r.example/a:1: manifest not found (the "
+         "registry answered 404)\",\"launch\":true,\"launch_end\":\"image_not_found\"}",
+         "image_not_found", "rank 0 on n1 could not start: image r.example/a:1: manifest not "
+         "found (the registry answered 404)", -1, 0},
+        {"{\"state\":\"failed\",\"error\":\"registry r.example: the token service answered "
+         "401\",\"launch\":true,\"launch_end\":\"image_auth\"}",
+         "image_auth", "rank 0 on n1 could not start: registry r.example: the token service "
+         "answered 401", -1, 0},
     };
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
         cjob *j = running(f, 1, 0);

@@ -335,6 +335,93 @@ static void test_bad_files(void **state)
     }
 }
 
+/* A file of several errors: one load reports each, with its line and key
+ * path, in the order of their lines (the tree's own check, that research's
+ * teams fit its guarantee, included: vision's quota is in error, so only
+ * speech's 16 GPUs count against research's 8), and hands over nothing. */
+static void test_every_error_at_once(void **state)
+{
+    (void)state;
+    static const char YAML[] =
+        "tenants:\n"
+        "  research:\n"                                      /* 2 */
+        "    wieght: 2\n"                                    /* 3 */
+        "    guaranteed: {gpu: {H100-80GB: 8}}\n"
+        "    teams:\n"
+        "      vision:\n"
+        "        guaranteed: {gpu: {A100: 1}}\n"             /* 7 */
+        "        weight: heavy\n"                            /* 8 */
+        "      speech: {guaranteed: {gpu: {H100-80GB: 16}}}\n"
+        "  bad/name: {}\n"                                   /* 10 */
+        "  ops:\n"
+        "    order: newest\n"                                /* 12 */
+        "    mounts: [relative/path, /data]\n"               /* 13 */
+        "    borrow_limit: {cpu_milli: -1, memory_mib: 1.5}\n" /* 14, 14 */
+        "    allow_root: maybe\n";                           /* 15 */
+    static const struct {
+        int line;
+        const char *says;
+    } WANT[] = {
+        {2, "tenants.research.guaranteed.gpu[H100-80GB]: children's guarantees (16) exceed"},
+        {3, "tenants.research: unknown key \"wieght\""},
+        {7, "tenants.research.teams.vision.guaranteed.gpu: unknown GPU model \"A100\""},
+        {8, "tenants.research.teams.vision.weight: must be a positive number, got \"heavy\""},
+        {10, "tenants: must be a tenant name"},
+        {12, "tenants.ops.order: must be las or fifo, got \"newest\""},
+        {13, "tenants.ops.mounts[0]: must be an absolute path"},
+        {14, "tenants.ops.borrow_limit.cpu_milli: must be an integer"},
+        {14, "tenants.ops.borrow_limit.memory_mib: must be an integer"},
+        {15, "tenants.ops.allow_root: must be true or false, got \"maybe\""},
+    };
+    const int nwant = (int)(sizeof WANT / sizeof WANT[0]);
+    ts_errs *errs = calloc(1, sizeof *errs);
+    assert_non_null(errs);
+    ts_tenants *ts = (ts_tenants *)(uintptr_t)1; /* must come back NULL */
+    assert_int_equal(ts_load_tenants_yaml_all(YAML, sizeof YAML - 1, "t.yaml", &ts, errs),
+                     TS_EINVAL);
+    assert_null(ts);
+    for (int i = 0; i < errs->n; i++)
+        print_message("  %s\n", errs->msg[i]);
+    assert_int_equal(errs->n, nwant);
+    assert_int_equal(errs->more, 0);
+    for (int i = 0; i < nwant; i++) {
+        char where[32];
+        snprintf(where, sizeof where, "t.yaml:%d: ", WANT[i].line);
+        if (errs->line[i] != WANT[i].line || strncmp(errs->msg[i], where, strlen(where)) != 0 ||
+            !strstr(errs->msg[i], WANT[i].says))
+            fail_msg("error %d: \"%s\"; wanted \"%s\" and \"%s\"", i, errs->msg[i], where,
+                     WANT[i].says);
+    }
+    /* the one-message form: the first, and how many more */
+    ts_err err = {0};
+    assert_int_equal(ts_load_tenants_yaml(YAML, sizeof YAML - 1, "t.yaml", &ts, &err),
+                     TS_EINVAL);
+    assert_null(ts);
+    assert_true(strncmp(err.msg, errs->msg[0], strlen(errs->msg[0])) == 0);
+    assert_non_null(strstr(err.msg, "(and 9 more errors)"));
+    free(errs);
+}
+
+/* Past TS_ERRS_MAX errors the rest are counted, not kept. */
+static void test_errors_past_the_cap_are_counted(void **state)
+{
+    (void)state;
+    char yaml[4096] = "tenants:\n";
+    for (int i = 0; i < TS_ERRS_MAX + 5; i++)
+        snprintf(yaml + strlen(yaml), sizeof yaml - strlen(yaml), "  t%d: {weight: w}\n", i);
+    ts_errs *errs = calloc(1, sizeof *errs);
+    assert_non_null(errs);
+    ts_tenants *ts = NULL;
+    assert_int_equal(ts_load_tenants_yaml_all(yaml, strlen(yaml), "t.yaml", &ts, errs),
+                     TS_EINVAL);
+    assert_null(ts);
+    assert_int_equal(errs->n, TS_ERRS_MAX);
+    assert_int_equal(errs->more, 5);
+    assert_non_null(strstr(errs->msg[0], "t.yaml:2: tenants.t0.weight: must be"));
+    assert_non_null(strstr(errs->msg[TS_ERRS_MAX - 1], "tenants.t19.weight"));
+    free(errs);
+}
+
 static void test_bad_arguments(void **state)
 {
     (void)state;
@@ -454,6 +541,8 @@ int main(void)
         cmocka_unit_test(test_identity),
         cmocka_unit_test(test_registries),
         cmocka_unit_test(test_bad_files),      cmocka_unit_test(test_bad_arguments),
+        cmocka_unit_test(test_every_error_at_once),
+        cmocka_unit_test(test_errors_past_the_cap_are_counted),
         cmocka_unit_test(test_example_pollux), cmocka_unit_test(test_example_philly),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

@@ -143,6 +143,37 @@ TENANTS_API = {"tenants": {"org": {
               "team-c": {}}}}}
 
 
+BAD_TENANTS = """tenants:
+  org:
+    wieght: 2
+    guaranteed: {gpu: {H100-80GB: 32}}
+    teams:
+      team-a: {guaranteed: {gpu: {A100: 1}}}
+      team-b: {order: newest}
+"""
+
+
+def scenario_a_bad_tenants_file_says_every_error_and_changes_nothing(c):
+    """cli.md, tenants-format.md: `tessera quota set` with a file of several
+    errors prints every one, each with its line and key path, and changes
+    nothing: the tenants in force stay."""
+    st, d = c.call("GET", "/v1/tenants")
+    before = sorted((t["name"], str(t["guaranteed"])) for t in d.get("tenants", []))
+    path = c.path("bad-tenants.yaml")
+    with open(path, "w") as f:
+        f.write(BAD_TENANTS)
+    r = c.cli("quota", "set", "-f", path)
+    want = ['tenants: 3 errors; nothing changed (400 invalid)',
+            '  tenants:3: tenants.org: unknown key "wieght"',
+            '  tenants:6: tenants.org.teams.team-a.guaranteed.gpu: unknown GPU model "A100"',
+            '  tenants:7: tenants.org.teams.team-b.order: must be las or fifo, got "newest"']
+    check(r.returncode == 4 and all(w in r.stderr for w in want),
+          f"exit 4 and every error with its line: {r.returncode} {r.stderr!r}")
+    st, d = c.call("GET", "/v1/tenants")
+    after = sorted((t["name"], str(t["guaranteed"])) for t in d.get("tenants", []))
+    check(st == 200 and after == before, f"the tenants in force stay: {after} (was {before})")
+
+
 def scenario_tenants_set_through_the_api_outlive_a_restart(c):
     """tesserad.md: once tenants are changed through the API the stored
     version wins over the tenants file, and each start says so. (Last: it

@@ -428,8 +428,21 @@ def scenario_private_registry_with_pull_secret(c):
     check(PULL_PASS not in shown, "the secret's value is in no read of the job")
     jid = c.submit(spec("no-secret", "true", private))
     j = c.wait_job(jid, "failed", 60)
+    check(bool(j) and j.get("reason") == "image_auth" and "401" in str(j.get("why")),
+          f"without it the registry refuses: image_auth: {j and (j.get('reason'), j.get('why'))}")
+    st, d = c.call("PUT", "/v1/secrets/REG_WRONG", {"value": f"{PULL_USER}:wrong-{PULL_PASS}",
+                                                     "scope": "tenant", "tenant": "team-a"})
+    check(st in (200, 201), f"a wrong pull secret is stored: {st} {d}")
+    jid = c.submit(spec("wrong-secret", "true", private, image_pull_secret="REG_WRONG"))
+    j = c.wait_job(jid, "failed", 60)
+    check(bool(j) and j.get("reason") == "image_auth" and PULL_PASS not in str(c.job(jid)),
+          f"with a wrong one too: image_auth: {j and (j.get('reason'), j.get('why'))}")
+    jid = c.submit(spec("no-such-tag", "true", f"127.0.0.1:{FRONT_PORT}/team/tools:nope",
+                        image_pull_secret="REG_PULL"))
+    j = c.wait_job(jid, "failed", 60)
     check(bool(j) and j.get("reason") == "image_not_found",
-          f"without it the registry refuses: {j and j.get('reason')}")
+          f"a tag it does not know, with the right secret: image_not_found: "
+          f"{j and j.get('reason')}")
     # the image is now on r-1: named there by its digest, without the secret,
     # it is still refused (every start asks the registry with the job's secret)
     req = urllib.request.Request(registry().base + "/v2/team/tools/manifests/1", method="HEAD")
@@ -442,7 +455,7 @@ def scenario_private_registry_with_pull_secret(c):
     pinned = f"127.0.0.1:{FRONT_PORT}/team/tools@{digest}"
     jid = c.submit(spec("by-digest", "cat /marker", pinned, nodelist="r-1"))
     j = c.wait_job(jid, ("completed", "failed"), 60)
-    check(bool(j) and j.get("state") == "failed" and j.get("reason") == "image_not_found",
+    check(bool(j) and j.get("state") == "failed" and j.get("reason") == "image_auth",
           "another job naming the node's copy by digest, without the secret, is refused: "
           f"{j and (j.get('state'), j.get('reason'))}")
     st, d = c.call("POST", "/v1/jobs", spec("missing", "true", private,

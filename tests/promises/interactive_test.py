@@ -224,6 +224,32 @@ def scenario_port_forward_reaches_http_server_in_job(c):
             p.wait()
 
 
+def scenario_port_forward_refused_before_listening(c):
+    """interactive.md: port-forward makes the checks of its sessions before it
+    listens: a caller who may not open the job's sessions, a rank the job
+    does not have, a job not running (yet) and another tenant's job are each
+    refused at once, with the code exec gives them (5, 4, 4, 3), and nothing
+    listens."""
+    jid = c.submit(sleeper("fwd-private"))
+    if not c.wait_job(jid, "running", 30):
+        return
+    peer = c.token("fwd-a2", "user", "team-a")
+    other = c.token("fwd-b", "user", "team-b")
+    held = c.submit(dict(sleeper("fwd-held"), hold=True))
+    cases = [("another user of the tenant", [str(jid), "0:8888"], peer, 5, "owner"),
+             ("a rank the job lacks", [str(jid), "3", "0:8888"], None, 4, "rank"),
+             ("a job not running", [str(held), "0:8888"], None, 4, "not running"),
+             ("another tenant's job", [str(jid), "0:8888"], other, 3, "")]
+    for what, args, token, code, says in cases:
+        try:
+            r = c.cli("port-forward", *args, token=token, timeout=20)
+        except subprocess.TimeoutExpired:
+            check(False, f"{what}: port-forward listens instead of refusing")
+            continue
+        check(r.returncode == code and "Forwarding" not in r.stdout and says in r.stderr,
+              f"{what}: refused at once, exit {code}: {r.returncode} {r.stdout!r} {r.stderr!r}")
+
+
 def scenario_other_tenant_and_other_user_refused(c):
     """interactive.md: only the job's owner and admins open its sessions:
     another tenant's token sees no such job (404, as for every read of
