@@ -287,7 +287,14 @@ class Cluster:
             if j.get("state") not in TERMINAL:
                 self.call("POST", f"/v1/jobs/{j['id']}/cancel")
 
+        left = []
+
         def idle():
             st, d = self.call("GET", "/v1/jobs?limit=1000")
-            return st == 200 and all(j.get("state") in TERMINAL for j in d.get("jobs", []))
-        self.wait(idle, "every job of the scenario ends after its cancel", 30)
+            left[:] = [j for j in (d.get("jobs", []) if st == 200 else [])
+                       if j.get("state") not in TERMINAL]
+            return st == 200 and not left
+        if not self.wait(idle, "every job of the scenario ends after its cancel", 30):
+            for j in left:
+                print(f"  job {j.get('id')} {j.get('name')}: state={j.get('state')} "
+                      f"reason={j.get('reason')} why={j.get('why')!r}")
