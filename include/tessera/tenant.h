@@ -129,6 +129,14 @@ bool ts_tenant_container_user_ok(const ts_tenant_identity *id, int64_t submitter
  * uid, gid; false when s is not that. Pure. */
 bool ts_container_user_parse(const char *s, int64_t *uid, int64_t *gid);
 
+/* The user an MPS server sees for a share of job job_id (the share key of an
+ * MPS node, ts_request.share_key): its run-as uid (run_uid, -1 unmapped: the
+ * agent's own, root) + 1; in an image with a `user` (container_user: "uid[:gid]"
+ * or "image"), the uid inside, + 1, or for "image" (the image's User, known
+ * on the node only) a key of the job's own, -(job_id + 1), that shares a GPU
+ * with no other job. Pure. */
+int64_t ts_share_user_key(int64_t run_uid, const char *container_user, int64_t job_id);
+
 /* An absolute path under TS_MOUNT_PATH_MAX bytes with no empty, "." or ".."
  * component and no trailing "/" (except "/" itself). */
 bool ts_mount_path_ok(const char *p);

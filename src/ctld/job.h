@@ -177,8 +177,9 @@ TS_MUST_CHECK int ctld_job_action(ctld *c, int64_t id, const char *action, const
  * as a submission does (err names the field); the caller frees tasks and
  * node_mask of a probe it does not keep. */
 TS_MUST_CHECK int ctld_job_build(ctld *c, cjob *j, ts_err *err);
-/* A share's user key (ts_request.share_key) for j's request r: its run-as
- * uid + 1 while an MPS node is registered (ctld.nshare_one_user), else 0. */
+/* A share's user key (ts_request.share_key) for j's request r while an MPS
+ * node is registered (ctld.nshare_one_user; else 0): the user MPS sees,
+ * ts_share_user_key. */
 int64_t ctld_share_key(const ctld *c, const cjob *j, const ts_request *r);
 /* A registration of node n with discovery d (NULL: none): whether its
  * shared GPUs keep one user's shares each (an MPS node). Under c->mu. */

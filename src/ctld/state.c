@@ -346,7 +346,9 @@ int64_t ctld_share_key(const ctld *c, const cjob *j, const ts_request *r)
 {
     if (c->nshare_one_user == 0 || !ts_request_is_share(r))
         return 0; /* no node tells users apart: shares stay one class */
-    return j->row.run_uid >= 0 ? j->row.run_uid + 1 : 1; /* unmapped: the agent's own (root) */
+    /* the user MPS sees: inside an image with a `user`, that one */
+    const char *inside = j->spec && j->spec->image && j->spec->user[0] ? j->spec->user : NULL;
+    return ts_share_user_key(j->row.run_uid, inside, j->row.id);
 }
 
 /* A registration's GPU sharing: on an MPS node (one user's server a GPU at

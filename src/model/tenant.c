@@ -372,3 +372,14 @@ bool ts_container_user_parse(const char *s, int64_t *uid, int64_t *gid)
     }
     return *s == '\0';
 }
+
+int64_t ts_share_user_key(int64_t run_uid, const char *container_user, int64_t job_id)
+{
+    int64_t uid, gid;
+    if (container_user && *container_user) {
+        if (ts_container_user_parse(container_user, &uid, &gid))
+            return uid + 1;
+        return -(job_id + 1);
+    }
+    return run_uid >= 0 ? run_uid + 1 : 1;
+}

@@ -51,11 +51,26 @@ static void uid_gid_form(void **state)
         assert_false(ts_container_user_parse(bad[i], &u, &g));
 }
 
+/* An MPS node keeps one user's shares a GPU: the user its server sees. A
+ * job's run-as uid, but in an image with a `user` the uid inside; with
+ * "image" (the image's User, read on the node) the job alone. */
+static void mps_sees_the_user_inside(void **state)
+{
+    (void)state;
+    assert_int_equal(ts_share_user_key(1500, NULL, 7), 1501);
+    assert_int_equal(ts_share_user_key(-1, NULL, 7), 1);
+    assert_int_equal(ts_share_user_key(1500, "2500:100", 7), 2501);
+    assert_int_equal(ts_share_user_key(1500, "2500", 8), ts_share_user_key(1600, "2500", 9));
+    assert_int_equal(ts_share_user_key(1500, "image", 7), -8);
+    assert_true(ts_share_user_key(1500, "image", 7) != ts_share_user_key(1500, "image", 9));
+}
+
 int main(void)
 {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(rules_of_the_tenant),
         cmocka_unit_test(uid_gid_form),
+        cmocka_unit_test(mps_sees_the_user_inside),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
