@@ -509,15 +509,16 @@ static int visit_preemptors(loop *l, uint8_t *done)
      * victims stopped first started on another's, and the other, its
      * victims gone but no room, stopped one job more */
     for (int k = 0; k < npre && rc == 0; k++)
-        for (int q = 0; pos[k] >= 0 && q < s->pre[k].nroom && rc == 0; q++)
+        for (int q = 0; pos[k] >= 0 && !done[pos[k]] && q < s->pre[k].nroom && rc == 0; q++)
             rc = room_add(s, s->pre[k].id, &s->pre[k].room[q]);
     for (int k = 0; k < npre && rc == 0; k++)
         if (pos[k] >= 0 && !done[pos[k]]) {
             done[pos[k]] = 1;
             room_want(s, s->pre[k].id, false);
-            int before = l->d->nstarts;
             rc = visit(l, pos[k]);
-            if (l->d->nstarts == before)
+            /* kept while it waits for its victims; one that started, or
+             * now waits for something else (its quota), leaves it */
+            if (l->d->pending[pos[k]].reason == TS_PEND_PREEMPTING)
                 room_want(s, s->pre[k].id, true);
         }
     /* drop entries whose job left the queue or whose wait is over */
