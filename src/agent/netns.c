@@ -235,43 +235,25 @@ static int check_task(const agent_net_task *t, struct in_addr *a, ts_err *err)
     return 0;
 }
 
-/* The flood entries of vx to peers (local left out); vx in the fabric
- * namespace (fabric: its names) or, an earlier agent's, in this one (NULL). */
-static int fdb_add(const net_names *fabric, const char *vx, const char *const *peers,
-                   size_t npeers, const char *local, ts_err *err)
-{
-    if (npeers == 0)
-        return 0;
-    char *s = malloc(npeers * 80 + 1);
-    if (!s)
-        return ts_err_set(err, TS_ENOMEM, "network: out of memory");
-    size_t len = 0;
-    s[0] = '\0';
-    for (size_t i = 0; i < npeers; i++)
-        if (!local || strcmp(peers[i], local) != 0) /* appending an existing one is a no-op */
-            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
-                                   vx, peers[i]);
-    char fab[64] = "";
-    if (fabric)
-        agent_net_fabric_name(fabric, fab, sizeof fab);
-    const char *host[] = {"bridge", "-batch", "-", NULL};
-    const char *there[] = {"bridge", "-n", fab, "-batch", "-", NULL};
-    int rc = len ? agent_net_run_tool(fabric ? there : host, s, err) : 0;
-    free(s);
-    return rc;
-}
-
 int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
                     const char *const *peers, size_t npeers, ts_err *err)
 {
     char vx[IFNAMSIZ];
     net_names nn;
+    struct in_addr x;
+    if (npeers > AGENT_NET_PEERS_MAX)
+        return ts_err_set(err, TS_EINVAL, "net_peers: %zu: at most %d", npeers,
+                          AGENT_NET_PEERS_MAX);
+    for (size_t i = 0; i < npeers; i++) /* they go into a batch, line by line */
+        if (!peers[i] || inet_pton(AF_INET, peers[i], &x) != 1)
+            return ts_err_set(err, TS_EINVAL, "net_peers[%zu]: \"%s\": not an IPv4 address", i,
+                              peers[i] ? peers[i] : "");
     agent_net_names(state_dir, &nn);
     agent_net_tenant_link(&nn, 'x', vni, false, vx);
     if (link_exists(vx)) /* an earlier agent's, in this namespace */
-        return fdb_add(NULL, vx, peers, npeers, local, err);
+        return agent_net_fdb_sync(NULL, vx, peers, npeers, local, err);
     return agent_net_fabric_exists(&nn) && agent_net_fabric_has_link(&nn, vx)
-               ? fdb_add(&nn, vx, peers, npeers, local, err)
+               ? agent_net_fdb_sync(&nn, vx, peers, npeers, local, err)
                : 0;
 }
 
@@ -595,7 +577,8 @@ int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_pat
         (rc = bridge_sysctls(L.br, err)) != 0 ||
         (rc = task_inside(state_dir, t, &s, L.ns, gws, err)) != 0)
         goto fail;
-    if (L.new_vx && (rc = fdb_add(&nn, L.vx, t->peers, t->npeers, t->local, err)) != 0)
+    if (L.new_vx &&
+        (rc = agent_net_fdb_sync(&nn, L.vx, t->peers, t->npeers, t->local, err)) != 0)
         goto fail;
     rdma_move(t, L.ns);
     snprintf(ns_path, ns_path_len, "%s/%s", NS_DIR, L.ns);

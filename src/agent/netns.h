@@ -93,7 +93,9 @@ int agent_net_start(const char *state_dir, bool (*keep)(const char *task_id, voi
 int agent_net_setup(const char *state_dir, const agent_net_task *t, char *ns_path,
                     size_t ns_path_len, ts_err *err);
 
-/* Adds the flood entries of peers the tenant's VXLAN lacks (new nodes). */
+/* Makes the flood entries of the tenant's VXLAN on this node exactly peers
+ * (local, this node's own, left out): those it lacks added (a new node),
+ * those no longer listed removed (a node gone, or at another address). */
 int agent_net_peers(const char *state_dir, unsigned vni, const char *local,
                     const char *const *peers, size_t npeers, ts_err *err);
 

@@ -32,13 +32,20 @@
  * thread-safe beyond that (netns.h).
  */
 #define _GNU_SOURCE
+#include <arpa/inet.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <linux/neighbour.h>
+#include <linux/netlink.h>
+#include <linux/rtnetlink.h>
 #include <net/if.h>
 #include <sched.h>
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/socket.h>
+#include <sys/time.h>
 #include <unistd.h>
 
 #include "agent/netns.h"
@@ -99,6 +106,209 @@ bool agent_net_fabric_has_link(const net_names *nn, const char *name)
 {
     int rc = in_fabric(nn, name_index, (void *)name);
     return rc > 0;
+}
+
+/* ---- a VXLAN's forwarding entries ------------------------------------------------- */
+
+/* At most this many reads of one dump (a namespace's whole bridge fdb: the
+ * VXLANs' flood entries and the MACs they learned), each waiting at most
+ * FDB_READ_WAIT_S, and at most FDB_ENTRIES_MAX entries of one VXLAN kept: a
+ * kernel that never ends the dump costs a bounded wait. */
+#define FDB_READS_MAX 4096
+#define FDB_READ_WAIT_S 2
+#define FDB_ENTRIES_MAX 65536
+
+/* An entry of a VXLAN's forwarding table with an IPv4 destination: a flood
+ * entry (the all-zero MAC: broadcasts, multicast and unknown MACs go there)
+ * or a MAC it learned (or was given) at a destination. */
+typedef struct fdb_ent {
+    char mac[18];
+    char dst[INET_ADDRSTRLEN];
+    bool flood;
+} fdb_ent;
+
+typedef struct fdb_read {
+    const char *vx;
+    fdb_ent *v;
+    size_t n, cap;
+    bool oom;
+} fdb_read;
+
+/* One message of the dump: an entry of vx (index ifx) with a MAC and an
+ * IPv4 destination is kept. */
+static void fdb_entry(fdb_read *fr, int ifx, struct nlmsghdr *h)
+{
+    struct ndmsg *nd = NLMSG_DATA(h);
+    if (h->nlmsg_type != RTM_NEWNEIGH || h->nlmsg_len < NLMSG_LENGTH(sizeof *nd) ||
+        nd->ndm_ifindex != ifx)
+        return;
+    const unsigned char *mac = NULL;
+    const void *dst = NULL;
+    int len = (int)(h->nlmsg_len - NLMSG_LENGTH(sizeof *nd));
+    for (struct rtattr *a = (void *)((char *)nd + NLMSG_ALIGN(sizeof *nd));
+         RTA_OK(a, len); a = RTA_NEXT(a, len)) {
+        if (a->rta_type == NDA_LLADDR && RTA_PAYLOAD(a) == 6)
+            mac = RTA_DATA(a);
+        else if (a->rta_type == NDA_DST && RTA_PAYLOAD(a) == 4)
+            dst = RTA_DATA(a);
+    }
+    if (!mac || !dst || fr->n >= FDB_ENTRIES_MAX)
+        return;
+    if (fr->n == fr->cap) {
+        size_t cap = fr->cap ? fr->cap * 2 : 64;
+        fdb_ent *v = realloc(fr->v, cap * sizeof *v);
+        if (!v) {
+            fr->oom = true;
+            return;
+        }
+        fr->v = v;
+        fr->cap = cap;
+    }
+    fdb_ent *e = &fr->v[fr->n];
+    snprintf(e->mac, sizeof e->mac, "%02x:%02x:%02x:%02x:%02x:%02x", mac[0], mac[1], mac[2],
+             mac[3], mac[4], mac[5]);
+    e->flood = !(mac[0] | mac[1] | mac[2] | mac[3] | mac[4] | mac[5]);
+    if (inet_ntop(AF_INET, dst, e->dst, sizeof e->dst))
+        fr->n++;
+}
+
+/* Reads a dump's answers until its end; 0, or -1 with errno. */
+static int fdb_answers(int fd, fdb_read *fr, int ifx, char *buf, size_t size)
+{
+    for (int reads = 0;; reads++) {
+        ssize_t got = reads < FDB_READS_MAX ? recv(fd, buf, size, 0) : -1;
+        if (got < 0 && errno == EINTR)
+            continue;
+        if (got <= 0) {
+            if (got == 0 || reads >= FDB_READS_MAX || errno == EAGAIN)
+                errno = ETIMEDOUT; /* the dump never ended */
+            return -1;
+        }
+        int left = (int)got;
+        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+            if (h->nlmsg_type == NLMSG_DONE)
+                return fr->oom ? (errno = ENOMEM, -1) : 0;
+            if (h->nlmsg_type == NLMSG_ERROR) {
+                const struct nlmsgerr *e = NLMSG_DATA(h);
+                errno = e->error ? -e->error : EIO;
+                return -1;
+            }
+            fdb_entry(fr, ifx, h);
+        }
+    }
+}
+
+/* Dumps the bridge fdb of the calling thread's namespace (RTM_GETNEIGH,
+ * AF_BRIDGE) and keeps vx's entries; a namespace without vx has none. 0, or
+ * -1 with errno. */
+static int fdb_dump(void *ctx)
+{
+    fdb_read *fr = ctx;
+    int ifx = (int)if_nametoindex(fr->vx);
+    if (ifx == 0)
+        return 0;
+    size_t size = 32768; /* a dump's messages come in reads of at most this */
+    char *buf = malloc(size);
+    int fd = buf ? socket(AF_NETLINK, SOCK_RAW | SOCK_CLOEXEC, NETLINK_ROUTE) : -1;
+    if (fd < 0) {
+        int e = buf ? errno : ENOMEM;
+        free(buf);
+        errno = e;
+        return -1;
+    }
+    struct timeval tv = {.tv_sec = FDB_READ_WAIT_S};
+    struct {
+        struct nlmsghdr h;
+        struct ndmsg nd;
+    } req = {.h = {.nlmsg_len = sizeof req, .nlmsg_type = RTM_GETNEIGH,
+                   .nlmsg_flags = NLM_F_REQUEST | NLM_F_DUMP, .nlmsg_seq = 1},
+             .nd = {.ndm_family = AF_BRIDGE}};
+    struct sockaddr_nl kernel = {.nl_family = AF_NETLINK};
+    int rc = setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv) != 0 ||
+                     sendto(fd, &req, sizeof req, 0, (struct sockaddr *)&kernel,
+                            sizeof kernel) < 0
+                 ? -1
+                 : fdb_answers(fd, fr, ifx, buf, size);
+    int e = errno;
+    close(fd);
+    free(buf);
+    errno = e;
+    return rc;
+}
+
+/* The entries of the VXLAN vx, in the fabric (fabric: its names) or, an
+ * earlier agent's, in this namespace (NULL): a new array into *out (NULL
+ * with *n 0 where there are none, or no vx). */
+static int fdb_read_all(const net_names *fabric, const char *vx, fdb_ent **out,
+                        size_t *n, ts_err *err)
+{
+    fdb_read fr = {.vx = vx};
+    int rc = fabric ? in_fabric(fabric, fdb_dump, &fr) : fdb_dump(&fr);
+    if (rc != 0) {
+        int e = errno;
+        free(fr.v);
+        *out = NULL;
+        *n = 0;
+        return ts_err_set(err, e == ENOMEM ? TS_ENOMEM : TS_EIO,
+                          "network: reading %s's forwarding entries: %s", vx, strerror(e));
+    }
+    *out = fr.v;
+    *n = fr.n;
+    return 0;
+}
+
+static bool listed(const char *addr, const char *const *peers, size_t npeers, const char *local)
+{
+    if (local && strcmp(addr, local) == 0)
+        return false; /* this node's own */
+    for (size_t i = 0; i < npeers; i++)
+        if (strcmp(addr, peers[i]) == 0)
+            return true;
+    return false;
+}
+
+/* Makes the flood entries of vx exactly peers (local left out): the ones
+ * it lacks appended, then the ones no longer listed deleted (a node gone,
+ * or moved to another underlay address, which another host may take), and
+ * with them the MACs it learned there (a task's MAC follows its address,
+ * which a task at the node's new address may have again); vx in the fabric
+ * namespace (fabric: its names) or, an earlier agent's, in this one (NULL).
+ * What is there is read back each time, so entries the kernel holds from an
+ * earlier agent, or a batch that failed half-way, are put right the same way. */
+int agent_net_fdb_sync(const net_names *fabric, const char *vx, const char *const *peers,
+                       size_t npeers, const char *local, ts_err *err)
+{
+    fdb_ent *have = NULL;
+    size_t nhave = 0, len = 0;
+    int rc = fdb_read_all(fabric, vx, &have, &nhave, err);
+    char *s = rc == 0 ? malloc((npeers + nhave) * 80 + 1) : NULL;
+    if (rc == 0 && !s)
+        rc = ts_err_set(err, TS_ENOMEM, "network: out of memory");
+    for (size_t i = 0; rc == 0 && i < npeers; i++) {
+        bool there = !listed(peers[i], peers, npeers, local);
+        for (size_t k = 0; k < nhave && !there; k++)
+            there = have[k].flood && strcmp(have[k].dst, peers[i]) == 0;
+        for (size_t k = 0; k < i && !there; k++) /* listed twice */
+            there = strcmp(peers[k], peers[i]) == 0;
+        if (!there)
+            len += (size_t)sprintf(s + len, "fdb append 00:00:00:00:00:00 dev %s dst %s\n",
+                                   vx, peers[i]);
+    }
+    for (int flood = 1; flood >= 0; flood--) /* learned MACs last: they may age out meanwhile */
+        for (size_t k = 0; rc == 0 && k < nhave; k++)
+            if (have[k].flood == flood && !listed(have[k].dst, peers, npeers, local))
+                len += (size_t)sprintf(s + len, "fdb del %s dev %s dst %s\n", have[k].mac, vx,
+                                       have[k].dst);
+    char fab[64] = "";
+    if (fabric)
+        agent_net_fabric_name(fabric, fab, sizeof fab);
+    const char *host[] = {"bridge", "-batch", "-", NULL};
+    const char *there[] = {"bridge", "-n", fab, "-batch", "-", NULL};
+    if (rc == 0 && len)
+        rc = agent_net_run_tool(fabric ? there : host, s, err);
+    free(s);
+    free(have);
+    return rc;
 }
 
 /* The switches off and no IPv6 on the links here (they only bridge). */

@@ -7,6 +7,7 @@
 #define TS_AGENT_NETNS_PRIV_H
 
 #include <net/if.h>
+#include <netinet/in.h>
 #include <stdbool.h>
 #include <stddef.h>
 
@@ -74,6 +75,13 @@ int agent_net_fabric_ensure(const net_names *nn, ts_err *err);
 void agent_net_fabric_remove(const net_names *nn);
 /* Whether a link of that name is in it. */
 bool agent_net_fabric_has_link(const net_names *nn, const char *name);
+/* Makes the flood entries (all-zero MAC) of the VXLAN vx exactly peers
+ * (local, this node's own, left out), and drops the MACs it learned at an
+ * address no longer listed; vx in the fabric (fabric: its names) or, an
+ * earlier agent's, in this namespace (NULL). Reads the entries back with a
+ * netlink dump and changes them with one `bridge -batch`. */
+int agent_net_fdb_sync(const net_names *fabric, const char *vx, const char *const *peers,
+                       size_t npeers, const char *local, ts_err *err);
 /* Runs an nft script, an ip batch, in it. */
 int agent_net_fabric_nft(const net_names *nn, const char *script, ts_err *err);
 int agent_net_fabric_ip(const net_names *nn, const char *script, ts_err *err);

@@ -92,6 +92,7 @@ typedef struct ctld {
     int net_vni_base;            /* tenant ordinal k's VNI is this + k (net.c: ctld_net_open) */
     int net_pkey_base;           /* its InfiniBand partition key this + k (ib_partitions) */
     char *net_partitions;        /* the partitions.conf last written (loop thread only) */
+    uint64_t net_peers_key;      /* the nodes' underlay addresses last sent (net.c), hashed */
     int nshare_one_user;         /* registered MPS nodes: shares carry their user (agents.c) */
     cjob **jobs;                 /* active jobs, in no particular order */
     int njobs, jobs_cap;

@@ -282,6 +282,12 @@ void ctld_net_restore(ctld *c, cjob *j); /* a running job read back from the sto
 /* The loop, after a cycle, without mu: rewrites network.ib_partitions_file
  * when the tenants' ports changed. */
 void ctld_net_partitions_sync(ctld *c);
+/* The loop, after a cycle, without mu: when the underlay addresses of the
+ * registered nodes changed (an agent registered, left, was lost, or came
+ * back at another address), every node's desired state moves, so each
+ * agent gets the new list (its VXLANs' flood entries) at once: one wake
+ * per change seen, however many agents registered meanwhile. */
+void ctld_net_peers_sync(ctld *c);
 /* The "run-ended" event's detail for a run that ends now without ending the
  * job (preempted and requeued, or requeued by a user): usage reads it. */
 char *ctld_run_detail(const cjob *j, double now);

@@ -786,6 +786,7 @@ static void *loop_main(void *arg)
         if (rc != 0) /* memory still equals the store: log and go on */
             fprintf(stderr, "tesserad: scheduling cycle failed: %s; trying again\n", err.msg);
         ctld_net_partitions_sync(c);
+        ctld_net_peers_sync(c); /* the tenants' VXLANs flood to the nodes there are now */
         pthread_mutex_lock(&c->mu);
         /* a store (or cycle) that failed is retried, not hammered */
         if (rc != 0 || c->store_failing) {

@@ -325,6 +325,27 @@ int ctld_net_peers(const ctld *c, const char **out)
     return n;
 }
 
+void ctld_net_peers_sync(ctld *c)
+{
+    if (!c->cfg.net_isolation)
+        return;
+    pthread_mutex_lock(&c->mu);
+    uint64_t h = 14695981039346656037ull; /* FNV-1a of the list, each address and a newline */
+    for (int k = 0; k < c->cluster->nnodes; k++) {
+        const ctld_agent *ag = &c->agents[k];
+        for (const char *p = ag->registered && ag->net_addr ? ag->net_addr : ""; *p; p++)
+            h = (h ^ (unsigned char)*p) * 1099511628211ull;
+        h = (h ^ '\n') * 1099511628211ull; /* and a node without one counts too */
+    }
+    if (h != c->net_peers_key) {
+        c->net_peers_key = h;
+        for (int n = 0; n < c->cluster->nnodes; n++)
+            if (!c->node_virtual[n])
+                ctld_agent_moved(c, n);
+    }
+    pthread_mutex_unlock(&c->mu);
+}
+
 int ctld_net_services(const ctld *c, ts_desired *d)
 {
     int ns = c->cfg.nnet_services, some = 0;
