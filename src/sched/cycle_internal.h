@@ -59,6 +59,7 @@ typedef struct blocker {
     ts_alloc held;
     int64_t owner;   /* room: the preemptor it is kept for */
     bool want;       /* room: held while its owner is not the job deciding */
+    bool room;       /* a preemptor's room, not the reservation's */
 } blocker;
 
 /* A host port a task holds on a node, this cycle (cycle_ports.c). */

@@ -372,10 +372,20 @@ static int blocker_hold(ts_sched *s, blocker *b)
         if (g->mode != TS_GPU_MIG && g->milli_used == 0 && g->ntasks == 0)
             a.gpu[a.ngpu++] = p->gpu[k];
     }
+    int64_t cpu = p->cpu_milli, mem = p->mem_mib;
+    if (b->room) {
+        /* a preemptor's room: what its stopped victims freed, their CPU and
+         * memory in step with their GPUs (the free CPU beside a victim that
+         * still runs is not its to hold) */
+        if (a.ngpu == 0)
+            return 0;
+        cpu = cpu * a.ngpu / p->ngpu;
+        mem = mem * a.ngpu / p->ngpu;
+    }
     r.num_gpu = a.ngpu;
     r.gpu_milli = a.ngpu > 0 ? TS_MILLI_PER_GPU : 0;
-    r.cpu_milli = min64(p->cpu_milli, n->cpu_milli - n->cpu_used);
-    r.mem_mib = min64(p->mem_mib, n->mem_mib - n->mem_used);
+    r.cpu_milli = min64(cpu, n->cpu_milli - n->cpu_used);
+    r.mem_mib = min64(mem, n->mem_mib - n->mem_used);
     a.gpu_milli = r.gpu_milli;
     a.cpu_milli = r.cpu_milli;
     a.mem_mib = r.mem_mib;
@@ -455,6 +465,7 @@ int room_add(ts_sched *s, int64_t owner, const preemptor_room *r)
     b->req.num_gpu = -1;
     b->owner = owner;
     b->want = true;
+    b->room = true;
     s->room_gpus += blocker_hold(s, b);
     return 0;
 }
