@@ -184,8 +184,13 @@ static int fdb_answers(int fd, fdb_read *fr, int ifx, char *buf, size_t size)
                 errno = ETIMEDOUT; /* the dump never ended */
             return -1;
         }
-        int left = (int)got;
-        for (struct nlmsghdr *h = (void *)buf; NLMSG_OK(h, left); h = NLMSG_NEXT(h, left)) {
+        /* NLMSG_OK and NLMSG_NEXT, written out: the macros compare the
+         * unsigned nlmsg_len with a signed length (clang's -Wsign-compare) */
+        size_t left = (size_t)got, step;
+        for (struct nlmsghdr *h = (void *)buf;
+             left >= sizeof *h && h->nlmsg_len >= sizeof *h && h->nlmsg_len <= left;
+             step = NLMSG_ALIGN(h->nlmsg_len), left = step < left ? left - step : 0,
+             h = (struct nlmsghdr *)((char *)h + step)) {
             if (h->nlmsg_type == NLMSG_DONE)
                 return fr->oom ? (errno = ENOMEM, -1) : 0;
             if (h->nlmsg_type == NLMSG_ERROR) {
