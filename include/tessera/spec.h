@@ -23,6 +23,7 @@ extern "C" {
 
 #define TS_SPEC_NAME_MAX 64
 #define TS_SPEC_PUBLISH_MAX 16
+#define TS_SPEC_VXLAN_PORT 4789  /* UDP: every node's overlay, never a task's published port */
 #define TS_SPEC_MAX_ERRORS 32
 #define TS_SPEC_MAX_BYTES (1 << 20)   /* a spec larger than 1 MiB is refused */
 #define TS_SPEC_MAX_TASKS 65536

@@ -95,6 +95,8 @@ typedef struct ts_agent_config {
      * (--output-keep-hours; unset: TS_AGENT_OUTPUT_KEEP_HOURS) */
     double output_keep_hours;
     bool output_hours_set;
+    int metrics_port;       /* the TCP port --metrics-listen serves; 0 = none (a task never
+                             * publishes it, nor p2p_listen's) */
     char p2p_listen[64];    /* IPV4:PORT serving image pieces to peers; "" = no P2P */
     char p2p_advertise[256];/* the URL peers reach it at; "" = from p2p_listen */
     bool p2p_fault_corrupt; /* fault injection (tests, bench): serve corrupt pieces */

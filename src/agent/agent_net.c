@@ -8,7 +8,8 @@
  * lists in "net_peers", and the policy the services of "net_services"
  * (every tenant's) and "net_tenant_services" (one tenant's each).
  * With "nics": "dedicated" the task also gets its GPUs' VFs or rail NICs
- * (agent_nics_netdev) moved into its namespace.
+ * (agent_nics_netdev) moved into its namespace. A task publishing a port
+ * this node serves itself does not start (net_ports.h).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -16,6 +17,7 @@
 #include <sys/stat.h>
 
 #include "agent/agent_internal.h"
+#include "agent/net_ports.h"
 #include "agent/netns.h"
 
 static void task_id_of(const local_task *lt, char *id, size_t len)
@@ -98,6 +100,12 @@ void agent_net_begin(ts_agent *a, local_task *lt, const char *id, const ts_desir
         .publish_from = d->net.publish_from.v,
         .npublish_from = net_count(&d->net.publish_from),
     };
+    /* a published port never takes one this node serves itself (sshd, this agent's) */
+    const char *colon = strrchr(a->cfg.p2p_listen, ':');
+    unsigned own[2] = {a->cfg.metrics_port > 0 ? (unsigned)a->cfg.metrics_port : 0,
+                       colon ? (unsigned)strtoul(colon + 1, NULL, 10) : 0};
+    if (agent_net_publish_check("/proc/net", nt.publish, nt.npublish, own, 2, why, why_len) != 0)
+        return;
     ts_err e;
     /* "nics": "dedicated": a VF or rail NIC per GPU, by the rail map */
     char names[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX], rnames[AGENT_NET_NICS_MAX][TS_NICS_NAME_MAX];

@@ -598,8 +598,8 @@ static int serve(agent_args *A, ts_agent_node *node)
             agent_nvml_close(nv);
             return 2;
         }
-        fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n",
-                agent_metrics_port(metrics));
+        A->cfg.metrics_port = agent_metrics_port(metrics);
+        fprintf(stderr, "tessera-agent: metrics on port %d (/metrics)\n", A->cfg.metrics_port);
     }
     static ts_discovery disc; /* borrows desc's strings */
     node->discovery = agent_discover_doc(&desc, &disc) == 0 ? &disc : NULL;

@@ -11,7 +11,9 @@
 
 #include "api/spec_walk.h"
 
-/* "network.publish": [PORT/tcp|udp, ...] (a bare PORT is tcp), distinct. */
+/* "network.publish": [PORT/tcp|udp, ...] (a bare PORT is tcp), distinct, not the
+ * VXLAN port (4789/udp). Which ports a cluster lets tasks publish is its own
+ * (network.publish_ports), checked at submission. */
 static void walk_publish(spec_parser *P, const yaml_node_t *n)
 {
     if (n->type != YAML_SEQUENCE_NODE) {
@@ -40,6 +42,11 @@ static void walk_publish(spec_parser *P, const yaml_node_t *n)
             continue;
         }
         bool udp = strcmp(proto, "/udp") == 0;
+        if (udp && port == TS_SPEC_VXLAN_PORT) {
+            spec_fail(P, path, "%lu/udp is the overlay's own VXLAN port on every node, never "
+                      "a task's", port);
+            continue;
+        }
         for (int k = 0; k < P->spec->npublish; k++)
             if (P->spec->publish[k].port == port && P->spec->publish[k].udp == udp) {
                 spec_fail(P, path, "%lu%s is listed twice", port, proto);

@@ -316,6 +316,10 @@ int ctld_tenants_replace(ctld *c, const char *yaml, size_t len, ts_errs *bad, ts
     int rc = ts_load_tenants_yaml_all(yaml, len, "tenants", &ts, bad);
     if (rc != 0)
         ts_err_set(err, rc, "%s", bad->n ? bad->msg[0] : "tenants: invalid");
+    ts_err why;
+    if (rc == 0 && ctld_config_services_tenants(&c->cfg, ts, &why) != 0) /* 409, nothing changes */
+        rc = ts_err_set(err, TS_EEXIST, "tenants: the replacement would leave tesserad.yaml's "
+                        "%s; change the configuration first", why.msg);
     if (rc == 0)
         rc = ts_quota_new(ts, c->cfg.half_life_s, &q, err);
     if (rc == 0)

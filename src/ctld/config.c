@@ -7,10 +7,8 @@
  * with only `cluster:` a working configuration.
  */
 #include <assert.h>
-#include <ctype.h>
 #include <errno.h>
 #include <libgen.h>
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -79,6 +77,11 @@ static int get_path(cfg_ctx *x, const yaml_node_t *n, const char *path, char *ou
     if (k < 0 || (size_t)k >= size)
         return ts_yaml_fail(&x->D, n, TS_EINVAL, "%s: path too long", path);
     return 0;
+}
+
+int ctld_cfg_path(cfg_ctx *x, const yaml_node_t *n, const char *path, char *out, size_t size)
+{
+    return get_path(x, n, path, out, size);
 }
 
 int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out)
@@ -197,261 +200,6 @@ static int ha_parse(cfg_ctx *x, yaml_node_t *m)
             strncmp(cfg->ha_advertise_url, "https://", 8) != 0)
             rc = ts_yaml_fail_got(&x->D, hv[2], "ha.advertise_url",
                                   "an http:// or https:// URL clients can reach");
-    }
-    return rc;
-}
-
-/* "ADDR[/N]:PORT/tcp|udp" (the agent reads it again before nft does). */
-static bool service_ok(const char *s)
-{
-    char addr[40], proto[8];
-    unsigned port;
-    const char *colon = s ? strrchr(s, ':') : NULL;
-    if (!colon || strlen(s) >= 64 || (size_t)(colon - s) >= sizeof addr ||
-        sscanf(colon + 1, "%5u/%7s", &port, proto) != 2 || port < 1 || port > 65535 ||
-        (strcmp(proto, "tcp") != 0 && strcmp(proto, "udp") != 0))
-        return false;
-    memcpy(addr, s, (size_t)(colon - s));
-    addr[colon - s] = '\0';
-    char *slash = strchr(addr, '/');
-    if (slash) {
-        char *end;
-        long l = strtol(slash + 1, &end, 10);
-        if (*end || end == slash + 1 || l < 0 || l > 32)
-            return false;
-        *slash = '\0';
-    }
-    struct in_addr ia;
-    return inet_pton(AF_INET, addr, &ia) == 1;
-}
-
-/* network.services[i]: "ADDR[/N]:PORT/tcp|udp" (every tenant's), or
- * {to: "ADDR[/N]:PORT/tcp|udp", tenants: [NAME, ...]} (only those tenants'
- * tasks; a job's tenant, by name). */
-static int service_parse(cfg_ctx *x, yaml_node_t *e, int i)
-{
-    ctld_config *cfg = x->cfg;
-    char path[64];
-    snprintf(path, sizeof path, "network.services[%d]", i);
-    yaml_node_t *to = e, *who = NULL;
-    if (e->type == YAML_MAPPING_NODE) {
-        static const char *const keys[] = {"to", "tenants"};
-        yaml_node_t *v[2];
-        int rc = ts_yaml_map_fields(&x->D, e, path, keys, 2, v);
-        if (rc)
-            return rc;
-        if (!v[0] || !v[1])
-            return ts_yaml_fail(&x->D, e, TS_EINVAL, "%s: needs both to: and tenants:", path);
-        to = v[0];
-        who = v[1];
-        snprintf(path, sizeof path, "network.services[%d].to", i);
-    }
-    const char *s = ts_yaml_scalar(to);
-    if (!service_ok(s))
-        return ts_yaml_fail_got(&x->D, to, path,
-                                "ADDR[/N]:PORT/tcp|udp, e.g. 192.0.2.10:443/tcp");
-    char *names = cfg->net_service_tenants[cfg->nnet_services];
-    names[0] = '\0';
-    if (who) {
-        yaml_node_item_t *b =
-            who->type == YAML_SEQUENCE_NODE ? who->data.sequence.items.start : NULL;
-        int n = b ? (int)(who->data.sequence.items.top - b) : 0;
-        snprintf(path, sizeof path, "network.services[%d].tenants", i);
-        if (n < 1)
-            return ts_yaml_fail_got(&x->D, who, path, "a list of one or more tenant names");
-        size_t len = 0;
-        for (int k = 0; k < n; k++) {
-            yaml_node_t *t = yaml_document_get_node(x->D.doc, b[k]);
-            const char *name = t ? ts_yaml_scalar(t) : NULL;
-            snprintf(path, sizeof path, "network.services[%d].tenants[%d]", i, k);
-            if (!name || !ts_yaml_name_ok(name, 64))
-                return ts_yaml_fail_got(&x->D, t ? t : who, path,
-                                        "a tenant name (1..63 of A-Z a-z 0-9 . _ -)");
-            if (len + strlen(name) + 2 > CTLD_NET_SERVICE_TENANTS_BYTES)
-                return ts_yaml_fail(&x->D, who, TS_EINVAL,
-                                    "network.services[%d].tenants: at most %d bytes of names",
-                                    i, CTLD_NET_SERVICE_TENANTS_BYTES - 1);
-            len += (size_t)snprintf(names + len, CTLD_NET_SERVICE_TENANTS_BYTES - len, "%s%s",
-                                    len ? "," : "", name);
-        }
-    }
-    snprintf(cfg->net_services[cfg->nnet_services++], sizeof cfg->net_services[0], "%s", s);
-    return 0;
-}
-
-/* network.ib_pkey_base (hex 0x.. or decimal), once range and tenant_prefix
- * are known: every tenant block's key must be one of InfiniBand's 15-bit
- * partition keys, 0x0001..0x7ffe (0x7fff is the default partition's), so
- * no tenant is ever handed the default key or a key that wraps. */
-static int network_pkeys_parse(cfg_ctx *x, yaml_node_t *m, yaml_node_t *on, yaml_node_t *base)
-{
-    ctld_config *cfg = x->cfg;
-    int64_t blocks = INT64_C(1) << (cfg->net_tenant_prefix - cfg->net_range_prefix);
-    int64_t top = CTLD_NET_PKEY_MAX + 1 - blocks; /* the highest base whose blocks all fit */
-    if (cfg->net_ib_partitions && top < 1)
-        return ts_yaml_fail(&x->D, on ? on : m, TS_EINVAL,
-                            "network.ib_partitions: network.range /%d in blocks of /%d is %lld "
-                            "tenants, more than InfiniBand's %d partition keys: a shorter "
-                            "network.tenant_prefix or a narrower range", cfg->net_range_prefix,
-                            cfg->net_tenant_prefix, (long long)blocks, CTLD_NET_PKEY_MAX);
-    if (!base)
-        return 0;
-    const char *s = ts_yaml_scalar(base);
-    char want[96], *end = NULL;
-    snprintf(want, sizeof want, "a partition key 0x0001..0x%04llx (one per tenant block from it)",
-             (unsigned long long)(top > 0 ? top : 0));
-    bool hex = s && s[0] == '0' && (s[1] == 'x' || s[1] == 'X');
-    long long v = -1;
-    errno = 0; /* digits first: strtoll alone would take blanks and signs */
-    if (s && isxdigit((unsigned char)s[hex ? 2 : 0]) && (hex || isdigit((unsigned char)s[0])))
-        v = strtoll(s + (hex ? 2 : 0), &end, hex ? 16 : 10);
-    if (!end || *end || errno || v < 1 || v > top)
-        return ts_yaml_fail_got(&x->D, base, "network.ib_pkey_base", want);
-    cfg->net_ib_pkey_base = (int)v;
-    return 0;
-}
-
-/* network.ib_service_ports: [GUID, ...], each 0x and 1..16 hex digits. */
-static int network_ib_services_parse(cfg_ctx *x, yaml_node_t *l)
-{
-    ctld_config *cfg = x->cfg;
-    yaml_node_item_t *b = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-    int n = b ? (int)(l->data.sequence.items.top - b) : -1;
-    if (n < 0 || n > CTLD_NET_IB_SERVICE_PORTS_MAX)
-        return ts_yaml_fail_got(&x->D, l, "network.ib_service_ports",
-                                "a list of at most 64 port GUIDs (0x0002c903000e0b72)");
-    for (int i = 0; i < n; i++) {
-        yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
-        const char *s = e ? ts_yaml_scalar(e) : NULL;
-        char path[48], *end = NULL;
-        snprintf(path, sizeof path, "network.ib_service_ports[%d]", i);
-        bool hex = s && s[0] == '0' && (s[1] == 'x' || s[1] == 'X') && strlen(s) <= 18;
-        unsigned long long v = 0;
-        errno = 0;
-        if (hex && isxdigit((unsigned char)s[2]))
-            v = strtoull(s + 2, &end, 16);
-        if (!end || *end || errno || v == 0)
-            return ts_yaml_fail_got(&x->D, e ? e : l, path,
-                                    "a port GUID: 0x and 1..16 hex digits, not 0");
-        cfg->net_ib_service_ports[cfg->nnet_ib_service_ports++] = (uint64_t)v;
-    }
-    return 0;
-}
-
-/* The items of the list l, of at most max, else a "got" error with want. */
-static int cfg_list(cfg_ctx *x, yaml_node_t *l, const char *path, int max, const char *want,
-                    yaml_node_item_t **items, int *n)
-{
-    *items = l->type == YAML_SEQUENCE_NODE ? l->data.sequence.items.start : NULL;
-    *n = *items ? (int)(l->data.sequence.items.top - *items) : -1;
-    if (*n < 0 || *n > max)
-        return ts_yaml_fail_got(&x->D, l, path, want);
-    return 0;
-}
-
-/* network: {isolation: host|tenant, range: A.B.C.D/N, tenant_prefix: N, mtu: N,
- * services: [ADDR[/N]:PORT/tcp|udp | {to: .., tenants: [..]}]} (docs/network.md) */
-static int network_parse(cfg_ctx *x, yaml_node_t *m)
-{
-    static const char *const nk[] = {"isolation", "range",         "tenant_prefix",
-                                     "mtu",       "services",      "ib_partitions",
-                                     "ib_partitions_file", "publish_from", "vni_base",
-                                     "ib_pkey_base", "ib_service_ports"};
-    yaml_node_t *nv[11];
-    ctld_config *cfg = x->cfg;
-    int rc = ts_yaml_map_fields(&x->D, m, "network", nk, 11, nv);
-    if (rc == 0 && nv[10])
-        rc = network_ib_services_parse(x, nv[10]);
-    if (rc == 0 && nv[7]) {
-        yaml_node_t *l = nv[7];
-        yaml_node_item_t *b;
-        int n;
-        if ((rc = cfg_list(x, l, "network.publish_from", CTLD_NET_PUBLISH_FROM_MAX,
-                           "a list of at most 32 IPv4 addresses or ranges ADDR[/N]", &b, &n)))
-            return rc;
-        for (int i = 0; i < n && rc == 0; i++) {
-            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
-            const char *s = e ? ts_yaml_scalar(e) : NULL;
-            char path[48], probe[64];
-            snprintf(path, sizeof path, "network.publish_from[%d]", i);
-            /* an address or range is a service's address part: checked as one */
-            snprintf(probe, sizeof probe, "%s:1/tcp", s ? s : "");
-            if (!s || strchr(s, ':') || strlen(s) >= sizeof cfg->net_publish_from[0] ||
-                !service_ok(probe))
-                rc = ts_yaml_fail_got(&x->D, e ? e : l, path,
-                                      "an IPv4 address or range ADDR[/N], e.g. 192.0.2.0/24");
-            else
-                snprintf(cfg->net_publish_from[cfg->nnet_publish_from++],
-                         sizeof cfg->net_publish_from[0], "%s", s);
-        }
-    }
-    if (rc == 0 && nv[6])
-        rc = get_path(x, nv[6], "network.ib_partitions_file", cfg->net_ib_partitions_file,
-                      sizeof cfg->net_ib_partitions_file);
-    if (rc == 0 && nv[5])
-        rc = ctld_cfg_bool(x, nv[5], "network.ib_partitions", &cfg->net_ib_partitions);
-    if (rc == 0 && nv[0]) {
-        const char *s = ts_yaml_scalar(nv[0]);
-        if (s && strcmp(s, "tenant") == 0)
-            cfg->net_isolation = true;
-        else if (!s || strcmp(s, "host") != 0)
-            rc = ts_yaml_fail_got(&x->D, nv[0], "network.isolation", "host or tenant");
-    }
-    if (rc == 0 && nv[1]) {
-        const char *s = ts_yaml_scalar(nv[1]);
-        char a[32];
-        const char *slash = s ? strchr(s, '/') : NULL;
-        struct in_addr ia;
-        int plen = slash ? atoi(slash + 1) : -1;
-        if (slash && (size_t)(slash - s) < sizeof a) {
-            memcpy(a, s, (size_t)(slash - s));
-            a[slash - s] = '\0';
-        } else {
-            a[0] = '\0';
-        }
-        if (!slash || inet_pton(AF_INET, a, &ia) != 1 || plen < 8 || plen > 24)
-            rc = ts_yaml_fail_got(&x->D, nv[1], "network.range",
-                                  "an IPv4 range A.B.C.D/N with N 8..24");
-        else {
-            cfg->net_range = ntohl(ia.s_addr) & (0xffffffffu << (32 - plen));
-            cfg->net_range_prefix = plen;
-        }
-    }
-    int64_t iv;
-    if (rc == 0 && nv[2] &&
-        (rc = ts_yaml_get_int(&x->D, nv[2], "network.tenant_prefix", 16, 28, "16..28", &iv)) == 0)
-        cfg->net_tenant_prefix = (int)iv;
-    if (rc == 0 && cfg->net_tenant_prefix <= cfg->net_range_prefix)
-        rc = ts_yaml_fail(&x->D, nv[2] ? nv[2] : m, TS_EINVAL,
-                          "network.tenant_prefix: %d: must be longer than the range's /%d "
-                          "(each tenant gets one such block of the range)",
-                          cfg->net_tenant_prefix, cfg->net_range_prefix);
-    if (rc == 0 && nv[3] &&
-        (rc = ts_yaml_get_int(&x->D, nv[3], "network.mtu", 1280, 9000, "1280..9000", &iv)) == 0)
-        cfg->net_mtu = (int)iv;
-    if (rc == 0 && nv[8]) { /* VXLAN's 24 bits hold the last tenant block's VNI too */
-        int64_t top = (INT64_C(1) << 24) -
-                      (INT64_C(1) << (cfg->net_tenant_prefix - cfg->net_range_prefix));
-        char want[64];
-        snprintf(want, sizeof want, "1..%lld (a VNI per tenant block from it)", (long long)top);
-        if ((rc = ts_yaml_get_int(&x->D, nv[8], "network.vni_base", 1, top, want, &iv)) == 0)
-            cfg->net_vni_base = (int)iv;
-    }
-    if (rc == 0)
-        rc = network_pkeys_parse(x, m, nv[5], nv[9]);
-    if (rc == 0 && nv[4]) {
-        yaml_node_t *l = nv[4];
-        yaml_node_item_t *b;
-        int n;
-        if ((rc = cfg_list(x, l, "network.services", CTLD_NET_SERVICES_MAX,
-                           "a list of at most 32 \"ADDR[/N]:PORT/tcp|udp\" or "
-                           "{to: ADDR[/N]:PORT/tcp|udp, tenants: [NAME, ...]}",
-                           &b, &n)))
-            return rc;
-        for (int i = 0; i < n && rc == 0; i++) {
-            yaml_node_t *e = yaml_document_get_node(x->D.doc, b[i]);
-            rc = service_parse(x, e ? e : l, i);
-        }
     }
     return rc;
 }
@@ -731,7 +479,7 @@ static const struct cfg_key {
     {"admin_unix_user", admin_unix_user_key, NULL},
     {"oidc", oidc_parse, NULL},
     {"secrets_key_file", secrets_key_file_key, NULL},
-    {"network", network_parse, NULL},
+    {"network", ctld_cfg_network, NULL},
     {"mail", mail_parse, NULL},
     {"webhooks", ctld_cfg_webhooks, NULL},
 };
@@ -769,6 +517,8 @@ static void defaults(ctld_config *cfg)
     cfg->net_range = 0x0a400000u; /* 10.64.0.0/10 */
     cfg->net_range_prefix = 10;
     cfg->net_tenant_prefix = 20;  /* 4094 tasks' addresses per tenant, 1024 tenants */
+    cfg->net_publish_lo = CTLD_NET_PUBLISH_LO;
+    cfg->net_publish_hi = CTLD_NET_PUBLISH_HI;
     cfg->rate_burst = 1000.0;
     cfg->conns_max = 65536;
     cfg->conns_per_client = 64;

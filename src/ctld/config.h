@@ -64,6 +64,8 @@ typedef struct ctld_oidc_config {
 #define CTLD_NET_PKEY_MAX 0x7ffe /* InfiniBand partition keys: 15 bits, 0x7fff the default's */
 #define CTLD_NET_SERVICE_TENANTS_BYTES 256
 #define CTLD_NET_PUBLISH_FROM_MAX 32
+#define CTLD_NET_PUBLISH_LO 30000 /* network.publish_ports' default: Kubernetes' NodePorts */
+#define CTLD_NET_PUBLISH_HI 32767
 #define CTLD_NET_IB_SERVICE_PORTS_MAX 64
 
 typedef struct ctld_config {
@@ -131,6 +133,9 @@ typedef struct ctld_config {
     /* where a job's published ports may be reached from ("ADDR[/N]"); none: anywhere */
     char net_publish_from[CTLD_NET_PUBLISH_FROM_MAX][24];
     int nnet_publish_from;
+    /* the ports a job may publish, net_publish_lo..hi (network.publish_ports; default
+     * CTLD_NET_PUBLISH_LO..HI): none a node's own service should listen on */
+    int net_publish_lo, net_publish_hi;
     int nnet_services;
     bool net_ib_partitions;     /* each tenant an InfiniBand partition key (net.c) */
     char net_ib_partitions_file[CTLD_PATH_MAX]; /* OpenSM's partitions.conf, written; "" none */
@@ -155,5 +160,10 @@ void ctld_config_fini(ctld_config *cfg);
 void ctld_oidc_config_fini(ctld_oidc_config *o);
 /* "90", "90s", "15m", "2h", "7d", "1h30m" -> seconds; TS_EINVAL. */
 int ctld_parse_duration(const char *s, double *out);
+
+/* Every tenant network.services[i].tenants names is one of ts, else TS_EINVAL
+ * naming the first that is not (config_net.c): checked at start, once the
+ * tenants in force are read, and on each replacement of them. */
+int ctld_config_services_tenants(const ctld_config *cfg, const ts_tenants *ts, ts_err *err);
 
 #endif

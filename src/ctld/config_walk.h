@@ -1,7 +1,7 @@
 /*
  * config_walk.h - internal: how tesserad's configuration file is walked, for
  * the files that read its keys (config.c: the daemon's own keys and the key
- * table; config_sched.c: the scheduling keys).
+ * table; config_sched.c: the scheduling keys; config_net.c: network).
  *
  * A cfg_ctx lives on ctld_config_load's stack for one load: it borrows the
  * libyaml document and the configuration being filled, and knows the file's
@@ -28,6 +28,8 @@ typedef struct cfg_ctx {
 
 /* A duration such as 90s, 15m, 2h or 7d (ctld_parse_duration). */
 int ctld_cfg_dur(cfg_ctx *x, const yaml_node_t *n, const char *path, double *out);
+/* A path, relative to the file's folder unless absolute. */
+int ctld_cfg_path(cfg_ctx *x, const yaml_node_t *n, const char *path, char *out, size_t size);
 /* true or false. */
 int ctld_cfg_bool(cfg_ctx *x, const yaml_node_t *n, const char *path, bool *out);
 
@@ -87,6 +89,9 @@ int ctld_cfg_scheduler(cfg_ctx *x, yaml_node_t *n);
 int ctld_cfg_stragglers(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_idle(cfg_ctx *x, yaml_node_t *m);
 int ctld_cfg_qos(cfg_ctx *x, yaml_node_t *m);
+
+/* network: {...} (config_net.c). */
+int ctld_cfg_network(cfg_ctx *x, yaml_node_t *m);
 
 /* webhooks: {allow: [CIDR...]} (webhook_dest.c). */
 int ctld_cfg_webhooks(cfg_ctx *x, yaml_node_t *m);

@@ -308,6 +308,11 @@ int ctld_open(ctld *c, const ctld_config *cfg, ts_err *err)
         rc = ts_err_set(err, TS_ENOMEM, "out of memory");
     if (rc == 0)
         rc = load_tenants(c, err);
+    ts_err why;
+    if (rc == 0 && ctld_config_services_tenants(cfg, c->tenants, &why) != 0) /* a typo: said now */
+        rc = ts_err_set(err, TS_EINVAL, "%s in the tenants in force (the tenants file, or those "
+                        "set through PUT /v1/tenants): a service for a name no job can have "
+                        "reaches no task", why.msg);
     if (rc == 0)
         rc = ts_sched_new(c->cluster, c->quota, &c->cfg.sched, &c->sched, err);
     if (rc != 0)

@@ -264,6 +264,20 @@ static bool submit_allowed(ctld *c, const ctld_caller *w, const ts_job_spec *spe
                          "elsewhere a task's ports are its node's");
         return false;
     }
+    /* only the cluster's publishable ports: never one a node's own service uses */
+    for (int i = 0; i < spec->npublish; i++) {
+        int p = spec->publish[i].port;
+        if (p >= c->cfg.net_publish_lo && p <= c->cfg.net_publish_hi)
+            continue;
+        char path[40];
+        snprintf(path, sizeof path, "network.publish[%d]", i);
+        ctld_field_error(r, path, "%d/%s is outside the ports this cluster lets jobs publish, "
+                         "%d-%d (network.publish_ports in tesserad.yaml; docs/network.md): the "
+                         "others are left to the nodes' own services (ssh, the agent's ports)",
+                         p, spec->publish[i].udp ? "udp" : "tcp", c->cfg.net_publish_lo,
+                         c->cfg.net_publish_hi);
+        return false;
+    }
     /* a level the cluster lacks would wait forever: refuse it now */
     const char *bad_level = !ctld_level_known(c, spec->required_level)    ? "topology.required"
                             : !ctld_level_known(c, spec->preferred_level) ? "topology.preferred"

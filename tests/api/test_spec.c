@@ -509,6 +509,9 @@ static void network_forms(void **state)
     assert_true(s->publish[2].udp);
     assert_round_trip(s);
     ts_spec_free(s);
+    s = parse_ok(BASE_TASKS "network: {publish: [4789/tcp]}\n"); /* VXLAN's is UDP only */
+    assert_int_equal(s->npublish, 1);
+    ts_spec_free(s);
     const char *bad[][2] = {
         {BASE_TASKS "network: {publish: [1x]}\n", "network.publish[0]: must be PORT/tcp"},
         {BASE_TASKS "network: {publish: [80, 0]}\n", "network.publish[1]"},
@@ -517,6 +520,9 @@ static void network_forms(void **state)
         {BASE_TASKS "network: {publish: [80, 80/tcp]}\n", "network.publish[1]: 80/tcp is listed twice"},
         {BASE_TASKS "network: {publish: 80}\n", "network.publish"},
         {BASE_TASKS "network: {mode: host, publish: [80]}\n", "network.publish"},
+        {BASE_TASKS "network: {publish: [8000, 4789/udp]}\n",
+         "network.publish[1]: 4789/udp is the overlay's own VXLAN port on every node, never a "
+         "task's"},
         {BASE_TASKS "network: {nics: some}\n", "network.nics"},
         {BASE_TASKS "network: {mode: bridge}\n", "network.mode"},
         {BASE_TASKS "network: {mode: host, nics: dedicated}\n", "network.nics"},

@@ -50,6 +50,7 @@ CONFIG = ("scheduler: {interval: 0.2s, min_runtime: 1s, reclaim_min_runtime: 0s,
           "backoff: 1s}\nnetwork: {isolation: tenant, range: 10.80.0.0/12, tenant_prefix: 20, "
           f"services: [\"{GW}:{{port}}/tcp\", "
           f"{{to: \"{GW}:{STORE_PORT}/tcp\", tenants: [team-b]}}], publish_from: [{GW}/32], "
+          "publish_ports: 7100-7299, "
           "ib_partitions: true, ib_pkey_base: 0x1000, "
           f"ib_service_ports: [\"{0x100001 + 2 * 4 * 8:#018x}\"], "  # SERVICE_GUID, below
           f"ib_partitions_file: partitions.conf}}\n")
