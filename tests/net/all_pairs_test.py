@@ -202,6 +202,15 @@ def ns_name(state_dir, tid):
     return f"ts-{h:08x}-{tid}"
 
 
+def sweep_namespaces(state_dirs):
+    """Removes what a failed run left of the agents' namespaces (their tasks'
+    ts-<tag>-*, their fabric tsf-<tag>) for the agents of state_dirs."""
+    tags = [ns_name(d, "")[3:11] for d in state_dirs]
+    for n in os.listdir("/run/netns") if os.path.isdir("/run/netns") else []:
+        if any(n.startswith(f"ts-{t}-") or n == f"tsf-{t}" for t in tags):
+            subprocess.run(["ip", "netns", "del", n], capture_output=True)
+
+
 def task_ns(k, r):
     """Task (k, r)'s namespace: rank r is on node r."""
     return ns_name(STATES[r], task_id(k, r))

@@ -31,6 +31,9 @@ import time
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, os.path.join(HERE, "..", "lib"))
 
+sys.path.insert(0, HERE)
+
+import all_pairs_test as ap  # noqa: E402  (sweep_namespaces)
 from cluster import Cluster, Node  # noqa: E402
 from harness import check, finish, http_call, with_root  # noqa: E402
 
@@ -248,6 +251,7 @@ def main():
             scenario(c)
     finally:
         c.stop()
+        ap.sweep_namespaces([c.path(f"n{i}") for i in range(NODES)])
         unfabric()
     finish(c.tmp, c.logs)
     c.cleanup()

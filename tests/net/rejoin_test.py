@@ -260,10 +260,7 @@ def main():
     finally:
         open(c.path("stop"), "w").close()
         c.stop()
-        for n in os.listdir("/run/netns"):  # what a failed run left of its agents' namespaces
-            if any(n.startswith(ap.ns_name(c.path(f"n{i}"), "")[:12]) or
-                   n == "tsf-" + ap.ns_name(c.path(f"n{i}"), "")[3:11] for i in range(NODES)):
-                subprocess.run(["ip", "netns", "del", n], capture_output=True)
+        ap.sweep_namespaces([c.path(f"n{i}") for i in range(NODES)])
         unfabric()
     finish(c.tmp, c.logs)
     c.cleanup()
